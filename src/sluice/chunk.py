@@ -1,0 +1,243 @@
+"""The compiled chunk: advance every chain by ``chunk_size`` iterations.
+
+One jitted function serves warmup and sampling alike. Iteration ``i`` of a
+chain (``0 <= i < num_warmup + num_draws``) is a warmup step while
+``i < num_warmup`` and draw ``t = i - num_warmup`` afterwards. Its key is
+
+* warmup: ``fold_in(fold_in(warmup_root, c), i)``
+* draw:   ``fold_in(fold_in(draws_root, c), t)``
+
+with ``c`` the global chain index, so draws depend neither on the chunk size
+nor on where a chunk starts. Iterations at or past ``stop`` (the end of the
+current phase) leave the carry untouched, so a short last chunk is masked,
+not recompiled; ``start``, ``stop``, ``num_warmup`` and the keys are traced
+arguments, so changing them never recompiles either.
+
+Per draw, the chunk applies the model's transform (and log-likelihood), feeds
+the result to the statistics, and, when the sink keeps draws, emits them with
+the sample statistics as ``(chains, chunk_size, ...)`` arrays.
+
+Nothing in here prints, writes or reads the clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from sluice.adaptation import AdaptationState, Schedule
+from sluice.kernels import Kernel, KernelParams, KernelState
+from sluice.model import FlatModel
+from sluice.stats.base import Statistic
+
+__all__ = ["ChainCarry", "ChunkCounters", "ChunkProgram", "RunKeys"]
+
+
+class RunKeys(NamedTuple):
+    """Root keys of the three independent streams of a run."""
+
+    init: jax.Array  # (2,) uint32: initial step size search
+    warmup: jax.Array  # (2,) uint32
+    draws: jax.Array  # (2,) uint32
+    points: jax.Array  # (2,) uint32: random initial points (when init is a function)
+
+    @classmethod
+    def from_seed(cls, seed: int) -> RunKeys:
+        root = jax.random.PRNGKey(seed)
+        return cls(*(jax.random.fold_in(root, i) for i in range(4)))
+
+
+class ChainCarry(NamedTuple):
+    """Everything one chain carries from chunk to chunk (leading chain axis when batched)."""
+
+    kernel: KernelState  # position (dim,), logdensity (), logdensity_grad (dim,)
+    adaptation: AdaptationState  # warmup state; frozen during sampling
+    params: KernelParams  # step size and inverse mass matrix used for draws
+    stats: Any  # state of the run's Statistic
+
+
+class ChunkCounters(NamedTuple):
+    """Per-chain totals over one chunk's valid iterations (summed on the host)."""
+
+    num_gradients: jax.Array  # () int32: log-density gradient evaluations
+    num_divergent: jax.Array  # () int32: divergent transitions (sampling only)
+    sum_acceptance: jax.Array  # () float32: sum of acceptance rates (sampling only)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ChunkProgram:
+    """The compiled per-run functions: ``init`` (start chains) and ``advance`` (one chunk).
+
+    ``advance(consts, carry, chain_ids, start, stop, num_warmup, schedule, keys)``
+    returns ``(carry, counters, outputs)``; ``outputs`` is ``None`` unless the
+    program records draws.
+    """
+
+    flat_model: FlatModel
+    kernel: Kernel
+    statistic: Statistic
+    chunk_size: int
+    record: bool
+    chain_method: str
+    mesh: Mesh | None
+    init: Callable = dataclasses.field(init=False)
+    advance: Callable = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "init", self._build_init())
+        object.__setattr__(self, "advance", self._build_advance())
+
+    # -- one chain ---------------------------------------------------------
+    def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
+        return functools.partial(self.flat_model.logdensity_fn, consts)
+
+    def _init_one(self, consts: Any, position: jax.Array, chain_id: jax.Array, keys: RunKeys,
+                  example: Any) -> tuple[ChainCarry, jax.Array]:
+        logdensity = self._logdensity(consts)
+        adapt = self.kernel.adaptation()
+        kstate = self.kernel.init(position, logdensity)
+        astate = adapt.init(position, self.kernel.initial_step_size)
+        params = KernelParams(*adapt.params(astate))
+        step_size, num_grads = self.kernel.find_step_size(
+            jax.random.fold_in(keys.init, chain_id), kstate, logdensity, params
+        )
+        astate = adapt.restart(astate, step_size)
+        params = KernelParams(*adapt.params(astate))
+        carry = ChainCarry(kstate, astate, params, self.statistic.init(example))
+        return carry, num_grads + 1
+
+    def _record(self, consts: Any, position: jax.Array, stats: dict) -> dict[str, dict]:
+        out = {"posterior": self.flat_model.draws_fn(consts, position), "sample_stats": stats}
+        if self.flat_model.log_likelihood_fn is not None:
+            out["log_likelihood"] = self.flat_model.log_likelihood_fn(consts, position)
+        return out
+
+    def _advance_one(self, consts: Any, carry: ChainCarry, chain_id: jax.Array, start: jax.Array,
+                     stop: jax.Array, num_warmup: jax.Array, schedule: Schedule, keys: RunKeys):
+        logdensity = self._logdensity(consts)
+        adapt = self.kernel.adaptation()
+        warmup_key = jax.random.fold_in(keys.warmup, chain_id)
+        draws_key = jax.random.fold_in(keys.draws, chain_id)
+        zero = ChunkCounters(jnp.int32(0), jnp.int32(0), jnp.float32(0.0))
+        record_shape = None
+        if self.record:
+            example_stats = jax.eval_shape(
+                lambda: self.kernel.step(warmup_key, carry.kernel, logdensity, carry.params)[1]
+            )
+            record_shape = jax.eval_shape(
+                lambda: self._record(consts, carry.kernel.position, example_stats)
+            )
+
+        def warmup_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
+            key, aux_key = jax.random.split(jax.random.fold_in(warmup_key, i))
+            params = KernelParams(*adapt.params(carry.adaptation))
+            kstate, stats = self.kernel.step(key, carry.kernel, logdensity, params)
+            astate, window_ended = adapt.update(
+                carry.adaptation, i, schedule, kstate.position, stats["acceptance_rate"]
+            )
+
+            def new_step_size(astate: AdaptationState) -> tuple[AdaptationState, jax.Array]:
+                # Stan re-initialises the step size for the new metric.
+                step_size, n = self.kernel.find_step_size(
+                    aux_key, kstate, logdensity, KernelParams(*adapt.params(astate))
+                )
+                return adapt.restart(astate, step_size), n
+
+            astate, extra = jax.lax.cond(
+                window_ended, new_step_size, lambda a: (a, jnp.int32(0)), astate
+            )
+            final = KernelParams(*adapt.final(astate))
+            params = jax.tree.map(
+                lambda new, old: jnp.where(i == num_warmup - 1, new, old), final, carry.params
+            )
+            counters = zero._replace(num_gradients=stats["n_steps"] + extra)
+            return ChainCarry(kstate, astate, params, carry.stats), counters, _zeros(record_shape)
+
+        def draw_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
+            key = jax.random.fold_in(draws_key, i - num_warmup)
+            kstate, stats = self.kernel.step(key, carry.kernel, logdensity, carry.params)
+            draw = self.flat_model.draws_fn(consts, kstate.position)
+            sstate = self.statistic.update(carry.stats, draw)
+            counters = ChunkCounters(
+                stats["n_steps"],
+                stats["diverging"].astype(jnp.int32),
+                stats["acceptance_rate"].astype(jnp.float32),
+            )
+            out = self._record(consts, kstate.position, stats) if self.record else None
+            return carry._replace(kernel=kstate, stats=sstate), counters, out
+
+        def skip(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
+            return carry, zero, _zeros(record_shape)
+
+        def body(carry_totals, offset):
+            carry, totals = carry_totals
+            i = start + offset
+            branch = jnp.where(i >= stop, 2, jnp.where(i < num_warmup, 0, 1))
+            carry, counters, out = jax.lax.switch(branch, (warmup_step, draw_step, skip), i, carry)
+            totals = jax.tree.map(jnp.add, totals, counters)
+            return (carry, totals), out
+
+        (carry, totals), outputs = jax.lax.scan(
+            body, (carry, zero), jnp.arange(self.chunk_size, dtype=jnp.int32)
+        )
+        return carry, totals, outputs
+
+    # -- batching over chains and devices -----------------------------------
+    def _batch(self, fn: Callable, num_unbatched_tail: int) -> Callable:
+        """Batch ``fn(consts, *per_chain, *shared)`` over the chain axis."""
+
+        def batched(consts, *args):
+            per_chain, shared = args[: len(args) - num_unbatched_tail], args[len(args) - num_unbatched_tail:]
+            if self.chain_method == "vectorized":
+                return jax.vmap(lambda *pc: fn(consts, *pc, *shared))(*per_chain)
+            return jax.lax.map(lambda pc: fn(consts, *pc, *shared), per_chain)
+
+        if self.mesh is None or self.mesh.size == 1:
+            return batched
+        chains = PartitionSpec("chains")
+
+        def sharded(consts, *args):
+            n = len(args) - num_unbatched_tail
+            in_specs = (PartitionSpec(), *([chains] * n), *([PartitionSpec()] * num_unbatched_tail))
+            return jax.shard_map(
+                batched, mesh=self.mesh, in_specs=in_specs, out_specs=chains, check_vma=False
+            )(consts, *args)
+
+        return sharded
+
+    def _build_init(self) -> Callable:
+        def init_one(consts, position, chain_id, keys, example):
+            return self._init_one(consts, position, chain_id, keys, example)
+
+        return jax.jit(self._batch(init_one, num_unbatched_tail=2))
+
+    def _build_advance(self) -> Callable:
+        def advance_one(consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
+            return self._advance_one(consts, carry, chain_id, start, stop, num_warmup, schedule, keys)
+
+        return jax.jit(self._batch(advance_one, num_unbatched_tail=5), donate_argnums=(1,))
+
+    def chain_sharding(self) -> NamedSharding | None:
+        if self.mesh is None or self.mesh.size == 1:
+            return None
+        return NamedSharding(self.mesh, PartitionSpec("chains"))
+
+
+def _zeros(shape_tree: Any) -> Any:
+    if shape_tree is None:
+        return None
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape_tree)
+
+
+def make_mesh(devices: list[jax.Device] | None) -> Mesh | None:
+    """A 1-D mesh named ``chains`` over ``devices`` (Auto axis type: see the notes)."""
+    if devices is None or len(devices) <= 1:
+        return None
+    return Mesh(np.array(devices), ("chains",))

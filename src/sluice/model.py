@@ -1,0 +1,271 @@
+"""Models: a log-density written for one point, plus what to record of each draw.
+
+A model is three pure functions of ONE unconstrained parameter value (a pytree):
+
+* ``log_density(theta) -> scalar``: the unnormalised log posterior;
+* ``transform(theta) -> {name: array}``: the named quantities recorded as draws
+  (constrained parameters, deterministics); the identity by default;
+* ``log_likelihood(theta) -> {name: array}``: pointwise log-likelihood (optional).
+
+sluice never asks the user to batch them: chains and particles are added with
+``jax.vmap`` (or ``lax.map``) by the engine.
+
+Internally the parameter pytree is flattened to one vector (``ravel_pytree``) so
+that kernels and adaptation deal with a single ``(dim,)`` array, and the data a
+model closes over is hoisted out of the functions (:func:`_hoist`) so that it is
+passed to compiled code as arguments instead of being baked into it as
+constants: compiles are smaller and a new data set of the same shapes reuses
+the compiled program.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from sluice._tree import PyTree, as_named, path_name
+
+__all__ = ["FlatModel", "Model", "as_model"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Model:
+    """A posterior written for a single unconstrained parameter value.
+
+    Parameters
+    ----------
+    log_density
+        ``log_density(theta) -> scalar``: unnormalised log density of one point
+        ``theta`` (a pytree of float arrays) in unconstrained space.
+    init
+        Where chains start: a pytree of float arrays (one point, shared by all
+        chains), or a function ``init(rng_key) -> pytree`` called once per
+        chain with a key derived from the seed and the chain index.
+    transform
+        ``transform(theta) -> {name: array}``: the quantities recorded as draws
+        (constrained parameters and deterministics). Defaults to ``theta``
+        itself, named by its pytree paths (a bare array is named ``"x"``).
+    log_likelihood
+        ``log_likelihood(theta) -> {name: array}``: pointwise log-likelihood of
+        each observed variable, for ArviZ's ``log_likelihood`` group (LOO, WAIC).
+    observed_data
+        ``{name: array}`` for ArviZ's ``observed_data`` group.
+    dims, coords
+        ArviZ dims (``{name: [dim, ...]}``) and coords (``{dim: values}``) for
+        the recorded quantities.
+    name
+        A label used in progress bars and stores.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, sluice
+    >>> model = sluice.Model(
+    ...     log_density=lambda p: -0.5 * jnp.sum(p["mu"] ** 2) - 0.5 * p["log_s"] ** 2,
+    ...     init={"mu": jnp.zeros(3), "log_s": jnp.zeros(())},
+    ...     transform=lambda p: {"mu": p["mu"], "s": jnp.exp(p["log_s"])},
+    ... )
+    >>> sorted(model.flatten().draw_shapes())
+    ['mu', 's']
+    """
+
+    log_density: Callable[[PyTree], jax.Array]
+    init: PyTree | Callable[[jax.Array], PyTree]
+    transform: Callable[[PyTree], Any] | None = None
+    log_likelihood: Callable[[PyTree], Any] | None = None
+    observed_data: Mapping[str, Any] | None = None
+    dims: Mapping[str, list[str]] | None = None
+    coords: Mapping[str, Any] | None = None
+    name: str = "model"
+
+    def __post_init__(self) -> None:
+        if not callable(self.log_density):
+            raise TypeError(
+                f"log_density must be a function of one parameter value, got {self.log_density!r}"
+            )
+        for field in ("transform", "log_likelihood"):
+            value = getattr(self, field)
+            if value is not None and not callable(value):
+                raise TypeError(f"{field} must be a function or None, got {value!r}")
+
+    def example_point(self) -> PyTree:
+        """One point with the structure, shapes and dtypes of the parameters."""
+        if callable(self.init):
+            return _check_init(self.init(jax.random.PRNGKey(0)))
+        return _check_init(self.init)
+
+    def initial_points(self, rng_key: jax.Array, chain_ids: np.ndarray) -> PyTree:
+        """Starting points, one per chain, stacked along a leading chain axis."""
+        if callable(self.init):
+            keys = jax.vmap(lambda c: jax.random.fold_in(rng_key, c))(jnp.asarray(chain_ids))
+            points = [_check_init(self.init(k)) for k in keys]
+            return jax.tree.map(lambda *xs: jnp.stack(xs), *points)
+        point = _check_init(self.init)
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (len(chain_ids), *x.shape)), point)
+
+    def flatten(self) -> FlatModel:
+        """The flat-vector form used by kernels (cached per model)."""
+        cached = self.__dict__.get("_flat")
+        if cached is None:
+            cached = FlatModel.from_model(self)
+            object.__setattr__(self, "_flat", cached)
+        return cached
+
+
+def as_model(model: Model | Callable[[PyTree], jax.Array], init: PyTree | None = None) -> Model:
+    """Accept a :class:`Model` or a plain log-density function (with ``init``)."""
+    if isinstance(model, Model):
+        if init is not None:
+            return dataclasses.replace(model, init=init)
+        return model
+    if callable(model):
+        if init is None:
+            raise TypeError(
+                "init is required when the model is a plain log-density function: "
+                "pass init=<one parameter value>, e.g. init={'beta': jnp.zeros(10)}"
+            )
+        return Model(log_density=model, init=init)
+    raise TypeError(f"model must be a sluice.Model or a log-density function, got {model!r}")
+
+
+def _check_init(point: PyTree) -> PyTree:
+    leaves = jax.tree_util.tree_flatten_with_path(point)[0]
+    if not leaves:
+        raise TypeError(f"init must be a pytree of float arrays, got an empty pytree: {point!r}")
+    out = []
+    for path, leaf in leaves:
+        where = path_name(path) or "init"
+        if isinstance(leaf, float):
+            leaf = jnp.asarray(leaf, dtype=jnp.result_type(float))
+        if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
+            raise TypeError(
+                f"init must be a pytree of float arrays; leaf {where!r} is {type(leaf).__name__}: {leaf!r}"
+            )
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            raise TypeError(
+                f"init must be a pytree of float arrays; leaf {where!r} has dtype {leaf.dtype} "
+                f"(value {leaf!r}). Use e.g. jnp.zeros(..., dtype=float)."
+            )
+        out.append(jnp.asarray(leaf))
+    treedef = jax.tree_util.tree_structure(point)
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _hoist(fn: Callable, example: jax.Array) -> tuple[Callable, tuple[jax.Array, ...], str]:
+    """Trace ``fn(example)`` and return ``(fn_h(consts, x), consts, fingerprint)``.
+
+    ``fn_h`` evaluates the traced program with the closed-over arrays passed in
+    as ``consts``; ``fingerprint`` identifies the program up to those values.
+    """
+    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(example)
+    out_tree = jax.tree.structure(out_shape)
+    jaxpr = closed.jaxpr
+    consts = tuple(jnp.asarray(c) for c in closed.consts)
+
+    def fn_h(consts: tuple[jax.Array, ...], x: jax.Array) -> Any:
+        flat = jax.core.eval_jaxpr(jaxpr, list(consts), x)
+        return jax.tree.unflatten(out_tree, flat)
+
+    shapes = ",".join(f"{c.dtype}{c.shape}" for c in consts)
+    return fn_h, consts, f"{jaxpr}|{shapes}"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FlatModel:
+    """A :class:`Model` on one flat ``(dim,)`` vector, with its data hoisted out.
+
+    All functions take ``consts`` (the model's data) first, then one flat point.
+    """
+
+    dim: int
+    dtype: np.dtype
+    unravel: Callable[[jax.Array], PyTree]
+    logdensity_fn: Callable[[Any, jax.Array], jax.Array]
+    draws_fn: Callable[[Any, jax.Array], dict[str, jax.Array]]
+    log_likelihood_fn: Callable[[Any, jax.Array], dict[str, jax.Array]] | None
+    consts: tuple[Any, ...]
+    fingerprint: str
+
+    @classmethod
+    def from_model(cls, model: Model) -> FlatModel:
+        point = model.example_point()
+        flat, unravel = ravel_pytree(point)
+        transform = model.transform or (lambda p: p)
+        ld, ld_c, ld_fp = _hoist(lambda x: jnp.asarray(model.log_density(unravel(x))), flat)
+        _check_scalar(ld, ld_c, flat)
+        dr, dr_c, dr_fp = _hoist(lambda x: as_named(transform)(unravel(x)), flat)
+        if model.log_likelihood is not None:
+            ll, ll_c, ll_fp = _hoist(lambda x: as_named(model.log_likelihood, "y")(unravel(x)), flat)
+        else:
+            ll, ll_c, ll_fp = None, (), ""
+        fingerprint = hashlib.sha256(
+            f"{flat.dtype}{flat.shape}|{ld_fp}|{dr_fp}|{ll_fp}".encode()
+        ).hexdigest()
+        return cls(
+            dim=int(flat.shape[0]),
+            dtype=np.dtype(flat.dtype),
+            unravel=unravel,
+            logdensity_fn=lambda c, x: ld(c[0], x),
+            draws_fn=lambda c, x: dr(c[1], x),
+            log_likelihood_fn=(lambda c, x: ll(c[2], x)) if ll is not None else None,
+            consts=(ld_c, dr_c, ll_c),
+            fingerprint=fingerprint,
+        )
+
+    def draw_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
+        """``{name: ShapeDtypeStruct}`` of one recorded draw."""
+        x = jax.ShapeDtypeStruct((self.dim,), self.dtype)
+        return jax.eval_shape(self.draws_fn, self.consts, x)
+
+    def log_likelihood_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
+        if self.log_likelihood_fn is None:
+            return {}
+        x = jax.ShapeDtypeStruct((self.dim,), self.dtype)
+        return jax.eval_shape(self.log_likelihood_fn, self.consts, x)
+
+
+def _check_scalar(ld: Callable, consts: Any, flat: jax.Array) -> None:
+    out = jax.eval_shape(ld, consts, flat)
+    if out.shape != ():
+        raise ValueError(
+            f"log_density must return a scalar for one parameter value, got shape {out.shape}. "
+            "Write it for ONE point (sluice batches it), and sum over data points."
+        )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        raise TypeError(f"log_density must return a float scalar, got dtype {out.dtype}")
+
+
+def check_initial_points(model: Model, flat_model: FlatModel, positions: jax.Array) -> None:
+    """Raise if a starting point has a non-finite log density or gradient.
+
+    ``positions`` is ``(chains, dim)``; the message names the chain and the
+    parameter leaf whose gradient is not finite.
+    """
+    value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(flat_model.logdensity_fn, argnums=1),
+                                      in_axes=(None, 0)))
+    values, grads = value_and_grad(flat_model.consts, positions)
+    values, grads = np.asarray(values), np.asarray(grads)
+    for chain in range(values.shape[0]):
+        if not np.isfinite(values[chain]):
+            raise ValueError(
+                f"log_density(init) is not finite for chain {chain}: {values[chain]}. "
+                "Start the chains where the density is positive (check init and the "
+                "support of each parameter)."
+            )
+        if not np.all(np.isfinite(grads[chain])):
+            tree = flat_model.unravel(jnp.asarray(grads[chain]))
+            bad = [
+                path_name(path) or "init"
+                for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+                if not np.all(np.isfinite(np.asarray(leaf)))
+            ]
+            raise ValueError(
+                f"the gradient of log_density at init is not finite for chain {chain} "
+                f"in parameter(s) {bad}: {[np.asarray(leaf).tolist() for leaf in jax.tree.leaves(tree)][:1]}"
+            )

@@ -1,0 +1,94 @@
+"""Where draws go between chunks: host memory, or nowhere (statistics only).
+
+A sink receives, after every chunk, ``{group: {name: ndarray (chains, n, ...)}}``
+for the chunk's ``n`` valid draws starting at draw ``start``. Groups are
+``posterior``, ``sample_stats`` and ``log_likelihood`` (ArviZ's names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["Layout", "MemorySink", "NullSink", "Sink", "resolve_sink"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What a run will write: chain count, draw count, and per-group shapes and dtypes."""
+
+    chains: int
+    num_draws: int
+    groups: dict[str, dict[str, tuple[tuple[int, ...], np.dtype]]]
+
+
+class Sink(Protocol):
+    keeps_draws: bool
+
+    def open(self, layout: Layout) -> None: ...
+
+    def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NullSink:
+    """Keep no draws (``sink=None``): the run reports streaming statistics only."""
+
+    keeps_draws = False
+
+    def open(self, layout: Layout) -> None:
+        del layout
+
+    def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
+        del start, chunk
+
+    def close(self) -> None:
+        pass
+
+
+class MemorySink:
+    """Keep every draw in host memory, preallocated once (``sink="memory"``).
+
+    Host memory is exactly the draws' bytes: each chunk is copied into place.
+    """
+
+    keeps_draws = True
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, np.ndarray]] = {}
+        self.num_written = 0
+
+    def open(self, layout: Layout) -> None:
+        self.data = {
+            group: {
+                name: np.empty((layout.chains, layout.num_draws, *shape), dtype)
+                for name, (shape, dtype) in names.items()
+            }
+            for group, names in layout.groups.items()
+        }
+
+    def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
+        for group, names in chunk.items():
+            for name, values in names.items():
+                self.data[group][name][:, start : start + values.shape[1]] = values
+        self.num_written = start + next(iter(next(iter(chunk.values())).values())).shape[1]
+
+    def close(self) -> None:
+        pass
+
+
+def resolve_sink(sink: Any) -> Any:
+    """``"memory"`` -> :class:`MemorySink`, ``None`` -> :class:`NullSink`, or a sink object."""
+    if sink is None:
+        return NullSink()
+    if isinstance(sink, str):
+        if sink == "memory":
+            return MemorySink()
+        raise ValueError(f"sink must be 'memory', None or a sink object, got {sink!r}")
+    for method in ("open", "write", "close"):
+        if not callable(getattr(sink, method, None)):
+            raise TypeError(f"sink {sink!r} has no {method}() method")
+    return sink
