@@ -64,5 +64,8 @@ def named_leaves_dict(d: dict) -> dict[str, Any]:
 def nbytes_of(tree: PyTree) -> int:
     """Bytes of a pytree of arrays or ``ShapeDtypeStruct``."""
     return int(
-        sum(np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(tree))
+        sum(
+            np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
+            for x in jax.tree.leaves(tree)
+        )
     )

@@ -166,7 +166,9 @@ def window_adaptation(
         # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
         shrunk = (n / (n + 5.0)) * covariance
         if dense_mass:
-            shrunk = shrunk + 1e-3 * (5.0 / (n + 5.0)) * jnp.eye(state.mean.shape[0], dtype=shrunk.dtype)
+            shrunk = shrunk + 1e-3 * (5.0 / (n + 5.0)) * jnp.eye(
+                state.mean.shape[0], dtype=shrunk.dtype
+            )
         else:
             shrunk = shrunk + 1e-3 * (5.0 / (n + 5.0))
         return state._replace(

@@ -26,10 +26,22 @@ def _dataset(values: dict[str, np.ndarray], dims: dict | None, coords: dict | No
     return ds
 
 
+def import_arviz() -> Any:
+    """Import ArviZ without its import-time notice about the 1.x refactor."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
+        import arviz
+
+    return arviz
+
+
 def to_inference_data(run: Any) -> Any:
     """Posterior, sample_stats and log_likelihood (and observed_data) of a run with draws."""
-    import arviz as az
     import xarray as xr
+
+    az = import_arviz()
 
     model = run.model
     groups = {

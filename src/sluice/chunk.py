@@ -98,8 +98,9 @@ class ChunkProgram:
     def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
         return functools.partial(self.flat_model.logdensity_fn, consts)
 
-    def _init_one(self, consts: Any, position: jax.Array, chain_id: jax.Array, keys: RunKeys,
-                  example: Any) -> tuple[ChainCarry, jax.Array]:
+    def _init_one(
+        self, consts: Any, position: jax.Array, chain_id: jax.Array, keys: RunKeys, example: Any
+    ) -> tuple[ChainCarry, jax.Array]:
         logdensity = self._logdensity(consts)
         adapt = self.kernel.adaptation()
         kstate = self.kernel.init(position, logdensity)
@@ -119,8 +120,17 @@ class ChunkProgram:
             out["log_likelihood"] = self.flat_model.log_likelihood_fn(consts, position)
         return out
 
-    def _advance_one(self, consts: Any, carry: ChainCarry, chain_id: jax.Array, start: jax.Array,
-                     stop: jax.Array, num_warmup: jax.Array, schedule: Schedule, keys: RunKeys):
+    def _advance_one(
+        self,
+        consts: Any,
+        carry: ChainCarry,
+        chain_id: jax.Array,
+        start: jax.Array,
+        stop: jax.Array,
+        num_warmup: jax.Array,
+        schedule: Schedule,
+        keys: RunKeys,
+    ):
         logdensity = self._logdensity(consts)
         adapt = self.kernel.adaptation()
         warmup_key = jax.random.fold_in(keys.warmup, chain_id)
@@ -194,7 +204,10 @@ class ChunkProgram:
         """Batch ``fn(consts, *per_chain, *shared)`` over the chain axis."""
 
         def batched(consts, *args):
-            per_chain, shared = args[: len(args) - num_unbatched_tail], args[len(args) - num_unbatched_tail:]
+            per_chain, shared = (
+                args[: len(args) - num_unbatched_tail],
+                args[len(args) - num_unbatched_tail :],
+            )
             if self.chain_method == "vectorized":
                 return jax.vmap(lambda *pc: fn(consts, *pc, *shared))(*per_chain)
             return jax.lax.map(lambda pc: fn(consts, *pc, *shared), per_chain)
@@ -220,7 +233,9 @@ class ChunkProgram:
 
     def _build_advance(self) -> Callable:
         def advance_one(consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
-            return self._advance_one(consts, carry, chain_id, start, stop, num_warmup, schedule, keys)
+            return self._advance_one(
+                consts, carry, chain_id, start, stop, num_warmup, schedule, keys
+            )
 
         return jax.jit(self._batch(advance_one, num_unbatched_tail=5), donate_argnums=(1,))
 

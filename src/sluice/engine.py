@@ -155,8 +155,12 @@ def sample(
 
     draw_shapes = flat.draw_shapes()
     layout = Layout(chains, draws, _layout_groups(flat, kernel, draw_shapes))
-    chunk = _resolve_chunk_size(chunk_size, num_chunks, draws, warmup, layout, num_slots // len(devices))
-    program = _program(flat, kernel, dict(stats or {}), chunk, sink.keeps_draws, chain_method, devices)
+    chunk = _resolve_chunk_size(
+        chunk_size, num_chunks, draws, warmup, layout, num_slots // len(devices)
+    )
+    program = _program(
+        flat, kernel, dict(stats or {}), chunk, sink.keeps_draws, chain_method, devices
+    )
     statistic = program.statistic
     consts = flat.consts
     sharding = program.chain_sharding()
@@ -168,8 +172,16 @@ def sample(
         chain_ids_dev = jax.device_put(chain_ids, devices[0])
     example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), draw_shapes)
 
-    info = RunInfo(chains=chains, warmup=warmup, draws=draws, chunk_size=chunk, seed=seed,
-                   kernel=kernel, chain_method=chain_method, num_devices=len(devices))
+    info = RunInfo(
+        chains=chains,
+        warmup=warmup,
+        draws=draws,
+        chunk_size=chunk,
+        seed=seed,
+        kernel=kernel,
+        chain_method=chain_method,
+        num_devices=len(devices),
+    )
     t_start = time.perf_counter()
     carry, init_grads = program.init(consts, positions, chain_ids_dev, keys, example)
     info.num_gradients_warmup += int(np.sum(np.asarray(init_grads)[:chains]))
@@ -191,7 +203,8 @@ def sample(
 
     # The statistics start from the final warmup draw of chain 0 (same for all chains).
     example = jax.tree.map(
-        lambda x: x[0], jax.vmap(flat.draws_fn, in_axes=(None, 0))(consts, carry.kernel.position[:1])
+        lambda x: x[0],
+        jax.vmap(flat.draws_fn, in_axes=(None, 0))(consts, carry.kernel.position[:1]),
     )
     stats_state = jax.vmap(lambda _: statistic.init(example))(jnp.arange(num_slots))
     if sharding is not None:
@@ -248,12 +261,20 @@ def _program(flat, kernel, statistics, chunk, record, chain_method, devices) -> 
     Two models with the same fingerprint differ only in their data values,
     which the program takes as arguments; statistics are matched by identity.
     """
-    key = (flat.fingerprint, kernel, tuple((n, id(s)) for n, s in statistics.items()), chunk,
-           record, chain_method, tuple(d.id for d in devices))
+    key = (
+        flat.fingerprint,
+        kernel,
+        tuple((n, id(s)) for n, s in statistics.items()),
+        chunk,
+        record,
+        chain_method,
+        tuple(d.id for d in devices),
+    )
     program = _PROGRAMS.get(key)
     if program is None:
-        program = ChunkProgram(flat, kernel, _stats.group(statistics), chunk, record, chain_method,
-                               make_mesh(devices))
+        program = ChunkProgram(
+            flat, kernel, _stats.group(statistics), chunk, record, chain_method, make_mesh(devices)
+        )
         _PROGRAMS[key] = program
         while len(_PROGRAMS) > 8:
             _PROGRAMS.popitem(last=False)
@@ -276,10 +297,15 @@ def _layout_groups(flat, kernel, draw_shapes) -> dict:
 
     state = KernelState(x, jax.ShapeDtypeStruct((), flat.dtype), x)
     imm = (flat.dim, flat.dim) if getattr(kernel, "dense_mass", False) else (flat.dim,)
-    params = KernelParams(jax.ShapeDtypeStruct((), flat.dtype), jax.ShapeDtypeStruct(imm, flat.dtype))
+    params = KernelParams(
+        jax.ShapeDtypeStruct((), flat.dtype), jax.ShapeDtypeStruct(imm, flat.dtype)
+    )
     stat_shapes = jax.eval_shape(
-        lambda s, p: kernel.step(jax.random.PRNGKey(0), s, lambda z: flat.logdensity_fn(flat.consts, z), p)[1],
-        state, params,
+        lambda s, p: kernel.step(
+            jax.random.PRNGKey(0), s, lambda z: flat.logdensity_fn(flat.consts, z), p
+        )[1],
+        state,
+        params,
     )
     groups["sample_stats"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in stat_shapes.items()}
     ll = flat.log_likelihood_shapes()
@@ -314,7 +340,9 @@ def _device_budget_bytes() -> int:
     except Exception:  # some backends do not implement memory_stats
         mem = {}
     if "bytes_limit" in mem:
-        return max(DEFAULT_CHUNK_BUDGET_BYTES // 16, (mem["bytes_limit"] - mem.get("bytes_in_use", 0)) // 4)
+        return max(
+            DEFAULT_CHUNK_BUDGET_BYTES // 16, (mem["bytes_limit"] - mem.get("bytes_in_use", 0)) // 4
+        )
     return DEFAULT_CHUNK_BUDGET_BYTES
 
 
@@ -328,4 +356,3 @@ def _check_count(name: str, value: Any, allow_zero: bool = False) -> None:
 def _check_int(name: str, value: Any) -> None:
     if not isinstance(value, int | np.integer) or isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, got {value!r}")
-

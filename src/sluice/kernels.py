@@ -125,14 +125,20 @@ class NUTS(_HMCFamily):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not (isinstance(self.max_tree_depth, int) and 1 <= self.max_tree_depth <= 30):
-            raise ValueError(f"max_tree_depth must be an int in [1, 30], got {self.max_tree_depth!r}")
+            raise ValueError(
+                f"max_tree_depth must be an int in [1, 30], got {self.max_tree_depth!r}"
+            )
 
     def step(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[KernelState, dict[str, jax.Array]]:
         kernel = bj_nuts.build_kernel(divergence_threshold=self.divergence_threshold)
         state, info = kernel(
-            rng_key, state, logdensity_fn, params.step_size, params.inverse_mass_matrix,
+            rng_key,
+            state,
+            logdensity_fn,
+            params.step_size,
+            params.inverse_mass_matrix,
             self.max_tree_depth,
         )
         stats = {
@@ -166,7 +172,11 @@ class HMC(_HMCFamily):
     ) -> tuple[KernelState, dict[str, jax.Array]]:
         kernel = bj_hmc.build_kernel(divergence_threshold=self.divergence_threshold)
         state, info = kernel(
-            rng_key, state, logdensity_fn, params.step_size, params.inverse_mass_matrix,
+            rng_key,
+            state,
+            logdensity_fn,
+            params.step_size,
+            params.inverse_mass_matrix,
             self.num_integration_steps,
         )
         stats = {
@@ -199,7 +209,9 @@ def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
     if isinstance(kernel, str):
         factories = {"nuts": NUTS, "hmc": HMC}
         if kernel not in factories:
-            raise ValueError(f"kernel must be one of {sorted(factories)} or a kernel object, got {kernel!r}")
+            raise ValueError(
+                f"kernel must be one of {sorted(factories)} or a kernel object, got {kernel!r}"
+            )
         cls = factories[kernel]
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:

@@ -201,7 +201,9 @@ class FlatModel:
         _check_scalar(ld, ld_c, flat)
         dr, dr_c, dr_fp = _hoist(lambda x: as_named(transform)(unravel(x)), flat)
         if model.log_likelihood is not None:
-            ll, ll_c, ll_fp = _hoist(lambda x: as_named(model.log_likelihood, "y")(unravel(x)), flat)
+            ll, ll_c, ll_fp = _hoist(
+                lambda x: as_named(model.log_likelihood, "y")(unravel(x)), flat
+            )
         else:
             ll, ll_c, ll_fp = None, (), ""
         fingerprint = hashlib.sha256(
@@ -247,8 +249,9 @@ def check_initial_points(model: Model, flat_model: FlatModel, positions: jax.Arr
     ``positions`` is ``(chains, dim)``; the message names the chain and the
     parameter leaf whose gradient is not finite.
     """
-    value_and_grad = jax.jit(jax.vmap(jax.value_and_grad(flat_model.logdensity_fn, argnums=1),
-                                      in_axes=(None, 0)))
+    value_and_grad = jax.jit(
+        jax.vmap(jax.value_and_grad(flat_model.logdensity_fn, argnums=1), in_axes=(None, 0))
+    )
     values, grads = value_and_grad(flat_model.consts, positions)
     values, grads = np.asarray(values), np.asarray(grads)
     for chain in range(values.shape[0]):
@@ -260,12 +263,14 @@ def check_initial_points(model: Model, flat_model: FlatModel, positions: jax.Arr
             )
         if not np.all(np.isfinite(grads[chain])):
             tree = flat_model.unravel(jnp.asarray(grads[chain]))
-            bad = [
-                path_name(path) or "init"
+            bad = {
+                path_name(path) or "init": np.asarray(leaf)
                 for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
                 if not np.all(np.isfinite(np.asarray(leaf)))
-            ]
+            }
             raise ValueError(
-                f"the gradient of log_density at init is not finite for chain {chain} "
-                f"in parameter(s) {bad}: {[np.asarray(leaf).tolist() for leaf in jax.tree.leaves(tree)][:1]}"
+                f"the gradient of log_density at init is not finite for chain {chain}, in "
+                f"parameter(s) {sorted(bad)}: "
+                + ", ".join(f"{name}: {np.array2string(v, threshold=6)}" for name, v in bad.items())
+                + ". Move init away from the edge of the support."
             )

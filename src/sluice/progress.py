@@ -26,8 +26,13 @@ class ChunkProgress:
             from tqdm.auto import tqdm
 
             self._bar = tqdm(
-                total=total, desc=desc, unit="it", file=sys.stderr, disable=None,
-                dynamic_ncols=True, leave=True,
+                total=total,
+                desc=desc,
+                unit="it",
+                file=sys.stderr,
+                disable=None,
+                dynamic_ncols=True,
+                leave=True,
             )
 
     def advance(self, n: int) -> None:

@@ -35,9 +35,15 @@ class RunInfo:
     _sum_acceptance: float = 0.0
 
     def add_counters(self, counters: Any, chains: int) -> None:
-        self.num_gradients += int(np.sum(np.asarray(counters.num_gradients)[:chains], dtype=np.int64))
-        self.num_divergent += int(np.sum(np.asarray(counters.num_divergent)[:chains], dtype=np.int64))
-        self._sum_acceptance += float(np.sum(np.asarray(counters.sum_acceptance)[:chains], dtype=np.float64))
+        self.num_gradients += int(
+            np.sum(np.asarray(counters.num_gradients)[:chains], dtype=np.int64)
+        )
+        self.num_divergent += int(
+            np.sum(np.asarray(counters.num_divergent)[:chains], dtype=np.int64)
+        )
+        self._sum_acceptance += float(
+            np.sum(np.asarray(counters.sum_acceptance)[:chains], dtype=np.float64)
+        )
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
 
     @property
@@ -111,7 +117,9 @@ class Run:
     def merged_stats_state(self) -> Any:
         """The statistic state of all chains merged (a pairwise tree of merges)."""
         merge = jax.jit(self._statistic.merge)
-        states = [jax.tree.map(lambda x, c=c: x[c], self._stats_states) for c in range(self.info.chains)]
+        states = [
+            jax.tree.map(lambda x, c=c: x[c], self._stats_states) for c in range(self.info.chains)
+        ]
         while len(states) > 1:
             merged = [merge(a, b) for a, b in zip(states[::2], states[1::2], strict=False)]
             states = merged + ([states[-1]] if len(states) % 2 else [])
@@ -126,9 +134,9 @@ class Run:
 
     def summary(self, **kwargs: Any) -> Any:
         """A pandas DataFrame like ``arviz.summary``: mean, sd, hdi, mcse, ess, r_hat."""
-        import arviz as az
+        from sluice.arviz import import_arviz
 
-        return az.summary(self.to_arviz(), **kwargs)
+        return import_arviz().summary(self.to_arviz(), **kwargs)
 
     def __repr__(self) -> str:
         i = self.info
