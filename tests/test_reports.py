@@ -56,7 +56,7 @@ class FakeTerminal(io.StringIO):
 def test_progress_shows_chunks_and_rate_on_a_terminal(monkeypatch):
     terminal = FakeTerminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    with ChunkProgress("sampling", total=100, num_chunks=4, chains=2, enabled=True) as bar:
+    with ChunkProgress("sampling", total=100, chunk_size=25, chains=2, enabled=True) as bar:
         for _ in range(4):
             bar.advance(25)
     out = terminal.getvalue()
@@ -66,11 +66,11 @@ def test_progress_shows_chunks_and_rate_on_a_terminal(monkeypatch):
 def test_progress_is_quiet_when_disabled_or_not_a_terminal(monkeypatch, capsys):
     pipe = io.StringIO()
     monkeypatch.setattr("sys.stderr", pipe)
-    with ChunkProgress("sampling", total=10, num_chunks=1, chains=1, enabled=True) as bar:
+    with ChunkProgress("sampling", total=10, chunk_size=10, chains=1, enabled=True) as bar:
         bar.advance(10)
     terminal = FakeTerminal()
     monkeypatch.setattr("sys.stderr", terminal)
-    with ChunkProgress("sampling", total=10, num_chunks=1, chains=1, enabled=False) as bar:
+    with ChunkProgress("sampling", total=10, chunk_size=10, chains=1, enabled=False) as bar:
         bar.advance(10)
     assert pipe.getvalue() == "" and terminal.getvalue() == ""
 

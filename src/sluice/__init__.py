@@ -6,11 +6,25 @@ inference, for log-densities written for one point.
 """
 
 from sluice import stats
-from sluice.engine import sample
+from sluice.engine import resume, sample
 from sluice.kernels import HMC, NUTS, hmc, nuts
 from sluice.model import Model
 from sluice.run import Run
+from sluice.store import ZarrSink
+from sluice.store import open_store as open
 
 __version__ = "0.1.0"
 
-__all__ = ["HMC", "NUTS", "Model", "Run", "hmc", "nuts", "sample", "stats"]
+__all__ = [
+    "HMC",
+    "NUTS",
+    "Model",
+    "Run",
+    "ZarrSink",
+    "hmc",
+    "nuts",
+    "open",
+    "resume",
+    "sample",
+    "stats",
+]

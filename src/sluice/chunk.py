@@ -237,7 +237,9 @@ class ChunkProgram:
                 consts, carry, chain_id, start, stop, num_warmup, schedule, keys
             )
 
-        return jax.jit(self._batch(advance_one, num_unbatched_tail=5), donate_argnums=(1,))
+        # No donation: after dispatching chunk k+1 the host still reads chunk k's
+        # carry for the checkpoint.
+        return jax.jit(self._batch(advance_one, num_unbatched_tail=5))
 
     def chain_sharding(self) -> NamedSharding | None:
         if self.mesh is None or self.mesh.size == 1:

@@ -1,28 +1,126 @@
-"""The ``sluice`` command line."""
+"""The ``sluice`` command line: demo, sample, resume, summary, plot."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
 
-def _demo(args: argparse.Namespace) -> int:
-    if args.what == "mcmc":
-        from sluice.demo import main as demo
+def _print_table(table: Any) -> None:
+    import pandas as pd
 
-        demo(
-            args.out,
-            chains=args.chains,
-            warmup=args.warmup,
-            draws=args.draws,
-            num_chunks=args.num_chunks,
-            seed=args.seed,
-            progress=not args.quiet,
-        )
-        return 0
-    raise SystemExit(f"unknown demo {args.what!r}")
+    with pd.option_context(
+        "display.width", 200, "display.max_columns", 20, "display.max_rows", 200
+    ):
+        print(table)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from sluice.demo import main as demo
+
+    demo(
+        args.out,
+        chains=args.chains,
+        warmup=args.warmup,
+        draws=args.draws,
+        num_chunks=args.num_chunks,
+        seed=args.seed,
+        progress=not args.quiet,
+    )
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    import sluice
+    from sluice.scripts import load_model_script, script_source
+
+    model = load_model_script(args.script)
+    sink = sluice.ZarrSink(
+        args.out, overwrite=args.overwrite, model_source=script_source(args.script)
+    )
+    run = sluice.sample(
+        model,
+        chains=args.chains,
+        warmup=args.warmup,
+        draws=args.draws,
+        chunk_size=args.chunk_size,
+        seed=args.seed,
+        sink=sink,
+        progress=not args.quiet,
+    )
+    _report(run, args.out)
+    return 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import sluice
+
+    run = sluice.resume(args.store, progress=not args.quiet)
+    _report(run, args.store)
+    return 0
+
+
+def _report(run: Any, store: str) -> None:
+    _print_table(run.summary())
+    info = run.info
+    print(
+        f"\n{info.chains} chains x {info.draws} draws in {store} ({info.num_chunks} chunks of "
+        f"{info.chunk_size}); {info.num_divergent} divergent; warmup {info.warmup_seconds:.1f}s, "
+        f"sampling {info.sampling_seconds:.1f}s"
+    )
+
+
+def _summary(args: argparse.Namespace) -> int:
+    import sluice
+    from sluice.arviz import import_arviz
+
+    idata = sluice.open(args.store)
+    _print_table(import_arviz().summary(idata, var_names=args.var or None))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import warnings
+
+    with warnings.catch_warnings():  # ArviZ 0.23 trips matplotlib deprecation notices
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        return _plot_quietly(args)
+
+
+def _plot_quietly(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import sluice
+    from sluice.arviz import import_arviz
+
+    az = import_arviz()
+    idata = sluice.open(args.store)
+    if args.max_draws and idata.posterior.sizes["draw"] > args.max_draws:
+        step = -(-idata.posterior.sizes["draw"] // args.max_draws)
+        idata = idata.isel(draw=slice(None, None, step), groups="posterior")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    var_names = args.var or None
+    az.plot_trace(idata, var_names=var_names, compact=True)
+    plt.gcf().suptitle(f"{args.store}: trace")
+    plt.tight_layout()
+    plt.savefig(out, dpi=100)
+    plt.close("all")
+    rank = out.with_name(f"{out.stem}-rank{out.suffix or '.png'}")
+    az.plot_rank(idata, var_names=var_names)
+    plt.tight_layout()
+    plt.savefig(rank, dpi=100)
+    plt.close("all")
+    print(f"trace plot: {out}\nrank plot: {rank}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sluice", description="Bayesian inference on JAX, in chunks."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
     demo = sub.add_parser("demo", help="run a demo on built-in data")
     demo.add_argument(
         "what",
@@ -48,12 +147,49 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
+
+    sample = sub.add_parser(
+        "sample", help="sample the `model` defined in a Python file into a Zarr store"
+    )
+    sample.add_argument("script", help="a Python file defining `model` (a sluice.Model)")
+    sample.add_argument("--out", required=True, help="the Zarr store to write (e.g. run.zarr)")
+    sample.add_argument("--draws", type=int, default=1000)
+    sample.add_argument("--warmup", type=int, default=1000)
+    sample.add_argument("--chains", type=int, default=4)
+    sample.add_argument("--chunk-size", type=int, default=None)
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--overwrite", action="store_true", help="replace an existing sluice store")
+    sample.add_argument("--quiet", action="store_true", help="no progress bars")
+    sample.set_defaults(func=_sample)
+
+    resume = sub.add_parser("resume", help="finish an interrupted run from its last complete chunk")
+    resume.add_argument("store")
+    resume.add_argument("--quiet", action="store_true", help="no progress bars")
+    resume.set_defaults(func=_resume)
+
+    summary = sub.add_parser("summary", help="print the summary table of a store")
+    summary.add_argument("store")
+    summary.add_argument("--var", action="append", help="only these variables (repeatable)")
+    summary.set_defaults(func=_summary)
+
+    plot = sub.add_parser("plot", help="trace and rank plots of a store")
+    plot.add_argument("store")
+    plot.add_argument(
+        "--out", default="trace.png", help="trace plot file; the rank plot goes next to it"
+    )
+    plot.add_argument("--var", action="append", help="only these variables (repeatable)")
+    plot.add_argument("--max-draws", type=int, default=2000, help="thin to at most this many draws")
+    plot.set_defaults(func=_plot)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (FileExistsError, FileNotFoundError, ValueError, OSError) as error:
+        print(f"sluice {args.command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

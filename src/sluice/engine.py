@@ -10,6 +10,8 @@ writes.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import time
@@ -26,14 +28,14 @@ from jax.flatten_util import ravel_pytree
 from sluice import stats as _stats
 from sluice.adaptation import window_schedule
 from sluice.chunk import ChunkProgram, RunKeys, make_mesh
-from sluice.kernels import Kernel, get_kernel
-from sluice.model import Model, as_model, check_initial_points
+from sluice.kernels import HMC, NUTS, Kernel, get_kernel, kernel_from_config, kernel_to_config
+from sluice.model import FlatModel, Model, as_model, check_initial_points
 from sluice.progress import ChunkProgress
 from sluice.run import Run, RunInfo
 from sluice.sinks import Layout, resolve_sink
 from sluice.stats.base import Statistic
 
-__all__ = ["sample"]
+__all__ = ["Plan", "resume", "sample"]
 
 DEFAULT_CHUNK_BUDGET_BYTES = 256 * 2**20
 CHAIN_METHODS = ("auto", "vectorized", "sequential")
@@ -93,7 +95,9 @@ def sample(
         and the absolute draw index).
     sink
         ``"memory"`` keeps all draws in host memory; ``None`` keeps none
-        (statistics only); or a sink object such as ``sluice.ZarrSink(path)``.
+        (statistics only); ``sluice.ZarrSink(path)`` streams them to disk and
+        checkpoints after every chunk, so that :func:`resume` can finish an
+        interrupted run.
     stats
         Extra streaming statistics ``{name: Statistic}``, updated on the
         device for every draw; results in ``run.stats``.
@@ -115,140 +119,407 @@ def sample(
     >>> run.draws["x"].shape
     (2, 100, 2)
     """
-    _check_count("chains", chains)
-    _check_count("draws", draws)
-    _check_count("warmup", warmup, allow_zero=True)
-    _check_int("seed", seed)
-    if chain_method not in CHAIN_METHODS:
-        raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}")
-    if chunk_size is not None and num_chunks is not None:
-        raise ValueError(
-            f"give chunk_size or num_chunks, not both (got chunk_size={chunk_size!r}, "
-            f"num_chunks={num_chunks!r})"
-        )
-    if num_chunks is not None:
-        _check_count("num_chunks", num_chunks)
-    if chunk_size is not None and chunk_size != "auto":
-        _check_count("chunk_size", chunk_size)
-    if stats is not None and not (
-        isinstance(stats, dict) and all(isinstance(s, Statistic) for s in stats.values())
-    ):
-        raise TypeError(f"stats must be a dict of sluice.stats.Statistic, got {stats!r}")
-
-    model = as_model(model, init)
-    kernel = get_kernel(
-        kernel, target_accept=target_accept, max_tree_depth=max_tree_depth, dense_mass=dense_mass
-    )
     sink = resolve_sink(sink)
-    flat = model.flatten()
-    devices = list(devices) if devices is not None else [jax.devices()[0]]
-    platform = devices[0].platform
-    if chain_method == "auto":
-        chain_method = "sequential" if platform == "cpu" else "vectorized"
-
-    keys = RunKeys.from_seed(seed)
-    num_slots = math.ceil(chains / len(devices)) * len(devices)
-    chain_ids = np.arange(num_slots, dtype=np.int32)
-    points = model.initial_points(keys.points, chain_ids)
-    positions = jax.vmap(lambda p: ravel_pytree(p)[0])(points)
-    check_initial_points(model, flat, positions[:chains])
-
-    draw_shapes = flat.draw_shapes()
-    layout = Layout(chains, draws, _layout_groups(flat, kernel, draw_shapes))
-    chunk = _resolve_chunk_size(
-        chunk_size, num_chunks, draws, warmup, layout, num_slots // len(devices)
-    )
-    program = _program(
-        flat, kernel, dict(stats or {}), chunk, sink.keeps_draws, chain_method, devices
-    )
-    statistic = program.statistic
-    consts = flat.consts
-    sharding = program.chain_sharding()
-    if sharding is not None:
-        positions = jax.device_put(positions, sharding)
-        chain_ids_dev = jax.device_put(chain_ids, sharding)
-    else:
-        positions = jax.device_put(positions, devices[0])
-        chain_ids_dev = jax.device_put(chain_ids, devices[0])
-    example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), draw_shapes)
-
-    info = RunInfo(
+    plan = Plan.build(
+        model,
+        init=init,
         chains=chains,
         warmup=warmup,
         draws=draws,
-        chunk_size=chunk,
-        seed=seed,
+        chunk_size=chunk_size,
+        num_chunks=num_chunks,
         kernel=kernel,
+        target_accept=target_accept,
+        max_tree_depth=max_tree_depth,
+        dense_mass=dense_mass,
         chain_method=chain_method,
-        num_devices=len(devices),
+        seed=seed,
+        stats=stats,
+        devices=devices,
+        record=sink.keeps_draws,
     )
-    t_start = time.perf_counter()
-    carry, init_grads = program.init(consts, positions, chain_ids_dev, keys, example)
-    info.num_gradients_warmup += int(np.sum(np.asarray(init_grads)[:chains]))
-    schedule = window_schedule(warmup)
+    sink.open(plan.layout, plan.describe())
+    session = _Session(plan, sink, progress)
+    session.start()
+    return session.run()
 
-    # Warmup.
-    t0 = time.perf_counter()
-    num_warmup_chunks = math.ceil(warmup / chunk)
-    with ChunkProgress("warmup", warmup, num_warmup_chunks, chains, progress) as bar:
-        for k in range(num_warmup_chunks):
-            start = k * chunk
-            carry, counters, _ = program.advance(
-                consts, carry, chain_ids_dev, start, warmup, warmup, schedule, keys
+
+def resume(
+    path: Any,
+    model: Model | Callable | None = None,
+    *,
+    progress: bool = True,
+    stats: dict[str, Statistic] | None = None,
+    devices: list[jax.Device] | None = None,
+    **expected: Any,
+) -> Run:
+    """Continue an interrupted run from its store's last complete chunk.
+
+    The resumed run ends with exactly the draws and statistics of an
+    uninterrupted one. A finished store is returned as it is.
+
+    Parameters
+    ----------
+    path
+        The store (a ``sluice.ZarrSink`` path) of the interrupted run.
+    model
+        The run's model. If omitted, the model is loaded from the script the
+        store names (runs started with ``sluice sample FILE.py``).
+    progress, stats, devices
+        As in :func:`sample`; ``stats`` must be the statistics the run started
+        with (they are part of its checkpoint).
+    **expected
+        Settings the caller expects the run to have (``draws=...``,
+        ``seed=...``, ...): a mismatch is an error that names the setting.
+    """
+    from sluice.store import ZarrSink
+
+    sink = ZarrSink.open_existing(path)
+    checkpoint = sink.load_checkpoint()
+    config = sink.description()["config"]
+    for name, value in expected.items():
+        if name not in config:
+            raise TypeError(f"resume() got an unknown setting {name}={value!r}")
+        if _jsonable(value) != config[name]:
+            raise ValueError(
+                f"the run in {sink.path} has {name}={config[name]!r}, not {name}={value!r}"
             )
-            info.num_gradients_warmup += int(np.sum(np.asarray(counters.num_gradients)[:chains]))
-            bar.advance(min(chunk, warmup - start))
-    jax.block_until_ready(carry)
-    info.warmup_seconds = time.perf_counter() - t0
-
-    # The statistics start from the final warmup draw of chain 0 (same for all chains).
-    example = jax.tree.map(
-        lambda x: x[0],
-        jax.vmap(flat.draws_fn, in_axes=(None, 0))(consts, carry.kernel.position[:1]),
+    if model is None:
+        model = sink.load_model()
+    plan = Plan.build(
+        model,
+        init=None,
+        chains=config["chains"],
+        warmup=config["warmup"],
+        draws=config["draws"],
+        chunk_size=config["chunk_size"],
+        num_chunks=None,
+        kernel=kernel_from_config(config["kernel"]),
+        target_accept=None,
+        max_tree_depth=None,
+        dense_mass=None,
+        chain_method=config["chain_method"],
+        seed=config["seed"],
+        stats=stats,
+        devices=devices,
+        record=sink.keeps_draws,
+        check_init=False,
     )
-    stats_state = jax.vmap(lambda _: statistic.init(example))(jnp.arange(num_slots))
-    if sharding is not None:
-        stats_state = jax.device_put(stats_state, sharding)
-    carry = carry._replace(stats=stats_state)
+    sink.check_compatible(plan.describe())
+    session = _Session(plan, sink, progress)
+    if checkpoint is None:  # stopped before its first chunk ended: start again, same settings
+        sink.open(plan.layout, plan.describe())
+        session.start()
+    else:
+        session.restore(checkpoint)
+    return session.run()
 
-    # Sampling.
-    sink.open(layout)
-    t0 = time.perf_counter()
-    num_draw_chunks = math.ceil(draws / chunk)
-    pending = None
-    with ChunkProgress("sampling", draws, num_draw_chunks, chains, progress) as bar:
-        for k in range(num_draw_chunks + 1):
-            if k < num_draw_chunks:
-                start = warmup + k * chunk
-                carry, counters, outputs = program.advance(
-                    consts, carry, chain_ids_dev, start, warmup + draws, warmup, schedule, keys
-                )
-            if pending is not None:  # copy out the previous chunk while this one runs
-                p_start, p_counters, p_outputs = pending
-                n = min(chunk, draws - p_start)
-                info.add_counters(jax.device_get(p_counters), chains)
-                if p_outputs is not None:
-                    host = jax.device_get(p_outputs)
-                    sink.write(p_start, _trim(host, chains, n))
-                bar.advance(n)
-            pending = (k * chunk, counters, outputs) if k < num_draw_chunks else None
-    sink.close()
-    jax.block_until_ready(carry)
-    info.sampling_seconds = time.perf_counter() - t0
-    info.total_seconds = time.perf_counter() - t_start
 
-    params = jax.device_get(carry.params)
-    info.step_size = np.asarray(params.step_size)[:chains]
-    info.inverse_mass_matrix = np.asarray(params.inverse_mass_matrix)[:chains]
-    stats_states = jax.tree.map(lambda x: np.asarray(x)[:chains], jax.device_get(carry.stats))
-    if info.num_divergent:
-        warnings.warn(
-            f"{info.num_divergent} divergent transitions after warmup "
-            f"({info.num_divergent / (chains * draws):.1%} of draws); consider a larger "
-            "target_accept or reparameterising the model",
-            stacklevel=2,
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """Everything fixed before sampling starts: settings, layout, compiled program."""
+
+    model: Model
+    flat: FlatModel
+    kernel: Kernel
+    chains: int
+    warmup: int
+    draws: int
+    chunk: int
+    seed: int
+    chain_method: str
+    devices: tuple[jax.Device, ...]
+    num_slots: int
+    layout: Layout
+    program: ChunkProgram
+    keys: RunKeys
+    statistics: dict[str, Statistic]
+    positions: jax.Array  # (num_slots, dim) starting points
+
+    @classmethod
+    def build(
+        cls,
+        model,
+        *,
+        init,
+        chains,
+        warmup,
+        draws,
+        chunk_size,
+        num_chunks,
+        kernel,
+        target_accept,
+        max_tree_depth,
+        dense_mass,
+        chain_method,
+        seed,
+        stats,
+        devices,
+        record,
+        check_init=True,
+    ) -> Plan:
+        _check_count("chains", chains)
+        _check_count("draws", draws)
+        _check_count("warmup", warmup, allow_zero=True)
+        _check_int("seed", seed)
+        if chain_method not in CHAIN_METHODS:
+            raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}")
+        if chunk_size is not None and num_chunks is not None:
+            raise ValueError(
+                f"give chunk_size or num_chunks, not both (got chunk_size={chunk_size!r}, "
+                f"num_chunks={num_chunks!r})"
+            )
+        if num_chunks is not None:
+            _check_count("num_chunks", num_chunks)
+        if chunk_size is not None and chunk_size != "auto":
+            _check_count("chunk_size", chunk_size)
+        if stats is not None and not (
+            isinstance(stats, dict) and all(isinstance(s, Statistic) for s in stats.values())
+        ):
+            raise TypeError(f"stats must be a dict of sluice.stats.Statistic, got {stats!r}")
+
+        model = as_model(model, init)
+        kernel = get_kernel(
+            kernel,
+            target_accept=target_accept,
+            max_tree_depth=max_tree_depth,
+            dense_mass=dense_mass,
         )
-    return Run(model=model, sink=sink, info=info, statistic=statistic, stats_states=stats_states)
+        flat = model.flatten()
+        devices = tuple(devices) if devices is not None else (jax.devices()[0],)
+        if chain_method == "auto":
+            chain_method = "sequential" if devices[0].platform == "cpu" else "vectorized"
+        keys = RunKeys.from_seed(seed)
+        num_slots = math.ceil(chains / len(devices)) * len(devices)
+        chain_ids = np.arange(num_slots, dtype=np.int32)
+        points = model.initial_points(keys.points, chain_ids)
+        positions = jax.vmap(lambda p: ravel_pytree(p)[0])(points)
+        if check_init:
+            check_initial_points(model, flat, positions[:chains])
+        layout = Layout(
+            chains,
+            draws,
+            _layout_groups(flat, kernel, flat.draw_shapes()),
+            dims=dict(model.dims or {}),
+            constant_groups={"observed_data": dict(model.observed_data)}
+            if model.observed_data
+            else None,
+        )
+        chunk = _resolve_chunk_size(
+            chunk_size, num_chunks, draws, warmup, layout, num_slots // len(devices)
+        )
+        program = _program(flat, kernel, dict(stats or {}), chunk, record, chain_method, devices)
+        return cls(
+            model,
+            flat,
+            kernel,
+            chains,
+            warmup,
+            draws,
+            chunk,
+            seed,
+            chain_method,
+            devices,
+            num_slots,
+            layout,
+            program,
+            keys,
+            dict(stats or {}),
+            positions,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The settings and model identity a resumed run must share (JSON-able)."""
+        return {
+            "config": {
+                "chains": self.chains,
+                "warmup": self.warmup,
+                "draws": self.draws,
+                "chunk_size": self.chunk,
+                "seed": self.seed,
+                "kernel": kernel_to_config(self.kernel),
+                "chain_method": self.chain_method,
+                "statistics": sorted(self.statistics),
+            },
+            "model": {
+                "name": self.model.name,
+                "dim": self.flat.dim,
+                "dtype": str(self.flat.dtype),
+                "draws": {
+                    k: [list(s), str(d)] for k, (s, d) in self.layout.groups["posterior"].items()
+                },
+                "program": self.flat.fingerprint,
+                "data": self.flat.data_hash(),
+            },
+        }
+
+    def put(self, tree: Any) -> Any:
+        """Place a chain-batched pytree on the plan's devices."""
+        sharding = self.program.chain_sharding()
+        return jax.device_put(tree, sharding if sharding is not None else self.devices[0])
+
+
+class _Session:
+    """The host loop of one run, from any chunk boundary to the end."""
+
+    def __init__(self, plan: Plan, sink: Any, progress: bool) -> None:
+        self.plan = plan
+        self.sink = sink
+        self.progress = progress
+        self.checkpointing = bool(getattr(sink, "supports_resume", False))
+        p = plan
+        self.info = RunInfo(
+            chains=p.chains,
+            warmup=p.warmup,
+            draws=p.draws,
+            chunk_size=p.chunk,
+            seed=p.seed,
+            kernel=p.kernel,
+            chain_method=p.chain_method,
+            num_devices=len(p.devices),
+        )
+        self.chain_ids = plan.put(np.arange(p.num_slots, dtype=np.int32))
+        self.schedule = window_schedule(p.warmup)
+        self.carry: Any = None
+        self.iteration = 0  # next absolute iteration (warmup + draws) of every chain
+        self.stats_ready = False
+
+    def _initial_carry(self) -> Any:
+        p = self.plan
+        example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), p.flat.draw_shapes())
+        return p.program.init(p.flat.consts, p.put(p.positions), self.chain_ids, p.keys, example)
+
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        self.carry, grads = self._initial_carry()
+        self.info.num_gradients_warmup += int(np.sum(np.asarray(grads)[: self.plan.chains]))
+        self.info.warmup_seconds += time.perf_counter() - t0
+
+    def restore(self, checkpoint: Any) -> None:
+        template, _ = jax.eval_shape(self._initial_carry)
+        leaves, treedef = jax.tree.flatten(template)
+        if len(leaves) != len(checkpoint.carry) or any(
+            tuple(t.shape) != tuple(c.shape) or np.dtype(t.dtype) != c.dtype
+            for t, c in zip(leaves, checkpoint.carry, strict=True)
+        ):
+            raise ValueError(
+                f"the checkpoint in {self.sink.path} does not fit this run's state "
+                "(different statistics, kernel or model shapes)"
+            )
+        self.carry = self.plan.put(jax.tree.unflatten(treedef, checkpoint.carry))
+        self.iteration = checkpoint.next_iteration
+        self.stats_ready = checkpoint.stats_ready
+        self.info.restore(checkpoint.info)
+
+    def _save(self, carry: Any, iteration: int) -> None:
+        if not self.checkpointing:
+            return
+        from sluice.store import Checkpoint
+
+        host = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(carry))]
+        self.sink.save_checkpoint(
+            Checkpoint(
+                config=self.plan.describe()["config"],
+                next_iteration=iteration,
+                stats_ready=self.stats_ready,
+                carry=host,
+                info=self.info.to_dict(),
+            )
+        )
+
+    def _advance(self, carry: Any, start: int, stop: int) -> Any:
+        p = self.plan
+        return p.program.advance(
+            p.flat.consts, carry, self.chain_ids, start, stop, p.warmup, self.schedule, p.keys
+        )
+
+    def run(self) -> Run:
+        p = self.plan
+        chains, chunk, warmup, end = p.chains, p.chunk, p.warmup, p.warmup + p.draws
+
+        # Warmup: nothing is written, so each chunk is simply checkpointed.
+        if self.iteration < warmup:
+            t0 = time.perf_counter()
+            todo = range(self.iteration, warmup, chunk)
+            with ChunkProgress(
+                "warmup", warmup, chunk, chains, self.progress, initial=self.iteration
+            ) as bar:
+                for start in todo:
+                    self.carry, counters, _ = self._advance(self.carry, start, warmup)
+                    stop = min(start + chunk, warmup)
+                    self.info.num_gradients_warmup += int(
+                        np.sum(np.asarray(counters.num_gradients)[:chains], dtype=np.int64)
+                    )
+                    self.iteration = stop
+                    self._save(self.carry, stop)
+                    bar.advance(stop - start)
+            self.info.warmup_seconds += time.perf_counter() - t0
+
+        if not self.stats_ready:
+            self._start_statistics()
+
+        # Sampling: chunk k+1 is dispatched before chunk k is copied out and written.
+        t0 = time.perf_counter()
+        done = self.iteration - warmup
+        with ChunkProgress("sampling", p.draws, chunk, chains, self.progress, initial=done) as bar:
+            pending = None
+            starts = list(range(self.iteration, end, chunk))
+            for k in range(len(starts) + 1):
+                current = None
+                if k < len(starts):
+                    carry, counters, outputs = self._advance(self.carry, starts[k], end)
+                    current = (starts[k], carry, counters, outputs)
+                    self.carry = carry
+                if pending is not None:
+                    start, carry, counters, outputs = pending
+                    stop = min(start + chunk, end)
+                    self.info.add_counters(jax.device_get(counters), chains)
+                    if outputs is not None:
+                        self.sink.write(
+                            start - warmup, _trim(jax.device_get(outputs), chains, stop - start)
+                        )
+                    self.iteration = stop
+                    self._save(carry, stop)
+                    bar.advance(stop - start)
+                pending = current
+        jax.block_until_ready(self.carry)
+        self.info.sampling_seconds += time.perf_counter() - t0
+        self.sink.close()
+        return self._finish()
+
+    def _start_statistics(self) -> None:
+        """Initialise the statistics from the final warmup draw of chain 0 (same on all chains)."""
+        p = self.plan
+        position = jax.device_get(self.carry.kernel.position)[0]
+        example = p.flat.draws_fn(p.flat.consts, jnp.asarray(position))
+        statistic = p.program.statistic
+        states = jax.vmap(lambda _: statistic.init(example))(jnp.arange(p.num_slots))
+        self.carry = self.carry._replace(stats=p.put(states))
+        self.stats_ready = True
+
+    def _finish(self) -> Run:
+        p, info = self.plan, self.info
+        params = jax.device_get(self.carry.params)
+        info.step_size = np.asarray(params.step_size)[: p.chains]
+        info.inverse_mass_matrix = np.asarray(params.inverse_mass_matrix)[: p.chains]
+        info.total_seconds = info.warmup_seconds + info.sampling_seconds
+        stats_states = jax.tree.map(
+            lambda x: np.asarray(x)[: p.chains], jax.device_get(self.carry.stats)
+        )
+        if info.num_divergent:
+            warnings.warn(
+                f"{info.num_divergent} divergent transitions after warmup "
+                f"({info.num_divergent / (p.chains * p.draws):.1%} of draws); consider a larger "
+                "target_accept or reparameterising the model",
+                stacklevel=3,
+            )
+        return Run(
+            model=p.model,
+            sink=self.sink,
+            info=info,
+            statistic=p.program.statistic,
+            stats_states=stats_states,
+        )
 
 
 # -- helpers ------------------------------------------------------------------
@@ -356,3 +627,10 @@ def _check_count(name: str, value: Any, allow_zero: bool = False) -> None:
 def _check_int(name: str, value: Any) -> None:
     if not isinstance(value, int | np.integer) or isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, got {value!r}")
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, kernels dicts)."""
+    if isinstance(value, NUTS | HMC):
+        return kernel_to_config(value)
+    return json.loads(json.dumps(value))

@@ -28,7 +28,18 @@ import jax.numpy as jnp
 
 from sluice.adaptation import WindowAdaptation, window_adaptation
 
-__all__ = ["HMC", "NUTS", "Kernel", "KernelParams", "KernelState", "get_kernel", "hmc", "nuts"]
+__all__ = [
+    "HMC",
+    "NUTS",
+    "Kernel",
+    "KernelParams",
+    "KernelState",
+    "get_kernel",
+    "hmc",
+    "kernel_from_config",
+    "kernel_to_config",
+    "nuts",
+]
 
 KernelState = bj_hmc.HMCState  # (position (dim,), logdensity (), logdensity_grad (dim,))
 
@@ -220,3 +231,14 @@ def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
     if isinstance(kernel, NUTS | HMC):
         return dataclasses.replace(kernel, **overrides) if overrides else kernel
     raise TypeError(f"kernel must be 'nuts', 'hmc' or a kernel object, got {kernel!r}")
+
+
+def kernel_to_config(kernel: Kernel) -> dict[str, Any]:
+    """A JSON-able description: ``{"name": "nuts", "max_tree_depth": 10, ...}``."""
+    return {"name": kernel.name, **dataclasses.asdict(kernel)}
+
+
+def kernel_from_config(config: dict[str, Any]) -> Kernel:
+    """The inverse of :func:`kernel_to_config`."""
+    settings = dict(config)
+    return get_kernel(settings.pop("name"), **settings)

@@ -220,6 +220,15 @@ class FlatModel:
             fingerprint=fingerprint,
         )
 
+    def data_hash(self) -> str:
+        """A hash of the data values (the hoisted constants), to recognise the same data."""
+        digest = hashlib.sha256()
+        for leaf in jax.tree.leaves(self.consts):
+            array = np.ascontiguousarray(np.asarray(leaf))
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(array.tobytes())
+        return digest.hexdigest()
+
     def draw_shapes(self) -> dict[str, jax.ShapeDtypeStruct]:
         """``{name: ShapeDtypeStruct}`` of one recorded draw."""
         x = jax.ShapeDtypeStruct((self.dim,), self.dtype)

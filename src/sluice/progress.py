@@ -15,11 +15,14 @@ class ChunkProgress:
     Quiet when ``enabled`` is false or stderr is not a terminal (tqdm's rule).
     """
 
-    def __init__(self, desc: str, total: int, num_chunks: int, chains: int, enabled: bool) -> None:
+    def __init__(
+        self, desc: str, total: int, chunk_size: int, chains: int, enabled: bool, initial: int = 0
+    ) -> None:
         self.total = total
-        self.num_chunks = num_chunks
+        self.num_chunks = -(-total // chunk_size)
         self.chains = chains
-        self.chunks_done = 0
+        self.chunks_done = -(-initial // chunk_size)  # resumed runs start part-way
+        self.initial = initial
         self.start = time.perf_counter()
         self._bar: Any = None
         if enabled and total > 0:
@@ -40,7 +43,7 @@ class ChunkProgress:
         if self._bar is None:
             return
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        done = self._bar.n + n
+        done = self._bar.n + n - self.initial
         self._bar.set_postfix_str(
             f"chunk {self.chunks_done}/{self.num_chunks}, {done * self.chains / elapsed:,.0f} draws/s",
             refresh=False,

@@ -46,6 +46,23 @@ class RunInfo:
         )
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
 
+    _PERSISTED = (
+        "warmup_seconds",
+        "sampling_seconds",
+        "num_gradients_warmup",
+        "num_gradients",
+        "num_divergent",
+        "_sum_acceptance",
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The running totals a checkpoint carries (JSON-able)."""
+        return {name: getattr(self, name) for name in self._PERSISTED}
+
+    def restore(self, totals: dict[str, Any]) -> None:
+        for name in self._PERSISTED:
+            setattr(self, name, totals[name])
+
     @property
     def num_chunks(self) -> int:
         return -(-self.draws // self.chunk_size)
@@ -128,6 +145,10 @@ class Run:
     # -- reports ------------------------------------------------------------------
     def to_arviz(self) -> Any:
         """An ``arviz.InferenceData`` with posterior, sample_stats, log_likelihood, observed_data."""
+        if hasattr(self.sink, "path"):  # a store on disk: open it lazily
+            from sluice.store import open_store
+
+            return open_store(self.sink.path)
         from sluice.arviz import to_inference_data
 
         return to_inference_data(self)

@@ -1,8 +1,11 @@
 """Where draws go between chunks: host memory, or nowhere (statistics only).
 
-A sink receives, after every chunk, ``{group: {name: ndarray (chains, n, ...)}}``
-for the chunk's ``n`` valid draws starting at draw ``start``. Groups are
-``posterior``, ``sample_stats`` and ``log_likelihood`` (ArviZ's names).
+A sink is opened once with the run's :class:`Layout` and a JSON-able
+description of its settings and model, then receives, after every chunk,
+``{group: {name: ndarray (chains, n, ...)}}`` for the chunk's ``n`` valid draws
+starting at draw ``start``. Groups are ``posterior``, ``sample_stats`` and
+``log_likelihood`` (ArviZ's names). A sink with ``supports_resume = True``
+also receives a checkpoint after every chunk (see :mod:`sluice.store`).
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ class Layout:
     chains: int
     num_draws: int
     groups: dict[str, dict[str, tuple[tuple[int, ...], np.dtype]]]
+    dims: dict[str, list[str]] | None = None  # ArviZ dims of named quantities
+    constant_groups: dict[str, dict[str, Any]] | None = None  # e.g. observed_data
 
 
 class Sink(Protocol):
     keeps_draws: bool
 
-    def open(self, layout: Layout) -> None: ...
+    def open(self, layout: Layout, description: dict[str, Any]) -> None: ...
 
     def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None: ...
 
@@ -39,8 +44,8 @@ class NullSink:
 
     keeps_draws = False
 
-    def open(self, layout: Layout) -> None:
-        del layout
+    def open(self, layout: Layout, description: dict[str, Any]) -> None:
+        del layout, description
 
     def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
         del start, chunk
@@ -61,7 +66,8 @@ class MemorySink:
         self.data: dict[str, dict[str, np.ndarray]] = {}
         self.num_written = 0
 
-    def open(self, layout: Layout) -> None:
+    def open(self, layout: Layout, description: dict[str, Any]) -> None:
+        del description
         self.data = {
             group: {
                 name: np.empty((layout.chains, layout.num_draws, *shape), dtype)

@@ -1,0 +1,86 @@
+"""A run that the crash tests kill and resume: ``python store_child.py STORE [CACHE_DIR]``.
+
+It starts the run if the store has no checkpoint yet, and resumes it
+otherwise. Writes are slowed down so that kills also land in the middle of
+writing a chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import sluice
+from sluice.stats import Statistic
+from sluice.store import ZarrSink
+
+SETTINGS = dict(chains=3, warmup=60, draws=150, chunk_size=10, seed=11)
+WRITE_DELAY = 0.004  # seconds slept before each array of a chunk is written
+
+
+def model() -> sluice.Model:
+    def log_density(p):
+        return -0.5 * jnp.sum(((p["x"] - 1.0) / jnp.array([1.0, 2.0])) ** 2) - 0.5 * p["z"] ** 2
+
+    return sluice.Model(
+        log_density,
+        init={"x": jnp.zeros(2), "z": jnp.zeros(())},
+        transform=lambda p: {"x": p["x"], "ez": jnp.exp(p["z"])},
+        log_likelihood=lambda p: {"obs": -0.5 * p["x"] ** 2},
+        observed_data={"obs": np.zeros(2)},
+    )
+
+
+def sums() -> Statistic:
+    """Count and sum of each quantity (a user statistic carried in the checkpoint)."""
+
+    def init(example):
+        return {"n": jnp.int32(0), "sum": jax.tree.map(jnp.zeros_like, example)}
+
+    def update(state, draw):
+        return {"n": state["n"] + 1, "sum": jax.tree.map(jnp.add, state["sum"], draw)}
+
+    def merge(a, b):
+        return jax.tree.map(jnp.add, a, b)
+
+    def finalize(state):
+        return jax.tree.map(lambda s: s / state["n"], state["sum"])
+
+    return Statistic(init, update, merge, finalize)
+
+
+STATS = {"sums": sums()}
+
+
+class SlowZarrSink(ZarrSink):
+    def write(self, start, chunk):
+        for group, names in chunk.items():
+            for name, values in names.items():
+                time.sleep(WRITE_DELAY)
+                super().write(start, {group: {name: values}})
+
+
+def main(path: str) -> None:
+    if os.path.exists(os.path.join(path, "sluice-checkpoint.npz")):
+        sluice.resume(path, model(), stats=STATS, progress=False)
+    else:
+        sluice.sample(
+            model(),
+            sink=SlowZarrSink(path, overwrite=True),
+            stats=STATS,
+            progress=False,
+            **SETTINGS,
+        )
+    print("DONE", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2:  # share compiled programs between the many short-lived processes
+        jax.config.update("jax_compilation_cache_dir", sys.argv[2])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    main(sys.argv[1])
