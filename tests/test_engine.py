@@ -83,18 +83,14 @@ def test_one_compile_per_run_and_reuse_across_seeds_and_data():
     def make(data):
         return sluice.Model(lambda b: -0.5 * jnp.sum((b - data) ** 2), jnp.zeros(2))
 
-    settings = dict(chains=2, warmup=60, draws=23, chunk_size=5, progress=False)
-    first = sluice.sample(
-        make(jnp.array([1.0, 2.0])), seed=1, **settings
-    )  # 5 chunks, last one short
+    settings = dict(
+        chains=2, warmup=60, draws=23, chunk_size=5, progress=False, devices=[jax.devices()[0]]
+    )
+    # 5 chunks, the last one short
+    first = sluice.sample(make(jnp.array([1.0, 2.0])), seed=1, **settings)
+    topology = engine.Topology.build(2, [jax.devices()[0]])
     program = engine._program(
-        first.model.flatten(),
-        sluice.nuts(),
-        {},
-        5,
-        True,
-        first.info.chain_method,
-        [jax.devices()[0]],
+        first.model.flatten(), sluice.nuts(), {}, 5, True, first.info.chain_method, topology
     )
     assert program.advance._cache_size() == 1
     second = sluice.sample(make(jnp.array([-3.0, 0.5])), seed=2, **settings)

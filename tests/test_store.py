@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import store_child as child
 
 import sluice
-from sluice.store import CHECKPOINT, StoreError, StoreWriteError, ZarrSink
+from sluice.store import COMMIT, StoreError, StoreWriteError, ZarrSink
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,8 +145,14 @@ def test_foreign_and_damaged_stores(tmp_path):
 
     path = tmp_path / "run.zarr"
     sluice.sample(child.model(), sink=ZarrSink(path), progress=False, **child.SETTINGS)
-    (path / CHECKPOINT).write_bytes(b"garbage")
+    committed = sorted(path.glob("sluice-checkpoint-p0-*.npz"))
+    assert committed, "the run left checkpoint files"
+    for checkpoint in committed:
+        checkpoint.write_bytes(b"garbage")
     with pytest.raises(StoreError, match=r"checkpoint .* is damaged"):
+        sluice.resume(path, child.model())
+    (path / COMMIT).write_text("{not json")
+    with pytest.raises(StoreError, match=r"commit record .* is damaged"):
         sluice.resume(path, child.model())
 
 
@@ -221,3 +227,34 @@ def test_cli_sample_resume_summary_plot(tmp_path, capsys):
         assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
     assert main(["resume", str(tmp_path / "nothing.zarr")]) == 2
     assert "no store at" in capsys.readouterr().err
+
+
+def test_resume_on_another_device_layout(tmp_path, reference):
+    """Interrupted on 3 devices, finished on 1: the same draws (chains carry their state)."""
+    import jax
+
+    path = tmp_path / "run.zarr"
+
+    class Crash(ZarrSink):
+        writes = 0
+
+        def write(self, start, chunk):
+            Crash.writes += 1
+            if Crash.writes == 6:
+                raise KeyboardInterrupt
+            super().write(start, chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(
+            child.model(),
+            sink=Crash(path),
+            stats=child.STATS,
+            progress=False,
+            devices=jax.devices()[:3],
+            **child.SETTINGS,
+        )
+    run = sluice.resume(
+        path, child.model(), stats=child.STATS, progress=False, devices=jax.devices()[:1]
+    )
+    for name, values in reference.draws.items():
+        np.testing.assert_array_equal(run.draws[name][...], values)

@@ -5,7 +5,7 @@ statistics computed on the device, and particle-parallel variational
 inference, for log-densities written for one point.
 """
 
-from sluice import stats
+from sluice import distributed, stats
 from sluice.engine import resume, sample
 from sluice.kernels import HMC, NUTS, hmc, nuts
 from sluice.model import Model
@@ -21,6 +21,7 @@ __all__ = [
     "Model",
     "Run",
     "ZarrSink",
+    "distributed",
     "hmc",
     "nuts",
     "open",

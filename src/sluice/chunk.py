@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, PartitionSpec
 
 from sluice.adaptation import AdaptationState, Schedule
 from sluice.kernels import Kernel, KernelParams, KernelState
@@ -241,20 +241,8 @@ class ChunkProgram:
         # carry for the checkpoint.
         return jax.jit(self._batch(advance_one, num_unbatched_tail=5))
 
-    def chain_sharding(self) -> NamedSharding | None:
-        if self.mesh is None or self.mesh.size == 1:
-            return None
-        return NamedSharding(self.mesh, PartitionSpec("chains"))
-
 
 def _zeros(shape_tree: Any) -> Any:
     if shape_tree is None:
         return None
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape_tree)
-
-
-def make_mesh(devices: list[jax.Device] | None) -> Mesh | None:
-    """A 1-D mesh named ``chains`` over ``devices`` (Auto axis type: see the notes)."""
-    if devices is None or len(devices) <= 1:
-        return None
-    return Mesh(np.array(devices), ("chains",))

@@ -123,6 +123,22 @@ def _plot_quietly(args: argparse.Namespace) -> int:
     return 0
 
 
+def _launch(args: argparse.Namespace) -> int:
+    from sluice.launch import launch
+
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    result = launch(
+        command,
+        args.num_processes,
+        devices_per_process=args.devices_per_process,
+        timeout=args.timeout,
+        grace=args.grace,
+    )
+    if not result.ok:
+        print(f"sluice launch: {result.describe_failure()}", file=sys.stderr)
+    return result.returncode
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sluice", description="Bayesian inference on JAX, in chunks."
@@ -180,6 +196,31 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--var", action="append", help="only these variables (repeatable)")
     plot.add_argument("--max-draws", type=int, default=2000, help="thin to at most this many draws")
     plot.set_defaults(func=_plot)
+
+    launch = sub.add_parser(
+        "launch",
+        help="start N local processes of a multi-process run",
+        description="Start N processes on 127.0.0.1 that join one run through "
+        "sluice.distributed.initialize(); e.g. sluice launch -n 2 -- python script.py",
+    )
+    launch.add_argument("-n", "--num-processes", type=int, required=True)
+    launch.add_argument(
+        "--devices-per-process",
+        type=int,
+        default=None,
+        help="CPU devices per process (default: JAX's)",
+    )
+    launch.add_argument(
+        "--timeout", type=float, default=None, help="stop everything after this many seconds"
+    )
+    launch.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="seconds the others get after one process fails (default: %(default)s)",
+    )
+    launch.add_argument("command_line", nargs=argparse.REMAINDER, help="-- program [args...]")
+    launch.set_defaults(func=_launch)
     return parser
 
 

@@ -1,11 +1,16 @@
-"""``sample()``: the host loop around the compiled chunk.
+"""``sample()`` and ``resume()``: the host loop around the compiled chunk.
 
 The host validates the arguments before anything compiles, starts the chains,
 then calls the chunk function over and over: first through warmup, then
-through the draws. Between chunks it moves the chunk's draws to the sink and
-advances the progress bar. The next chunk is dispatched before the previous
-one's draws are copied out, so the device keeps working while the host
-writes.
+through the draws. Between chunks it moves this process's chains' draws to
+the sink, writes a checkpoint (when the sink can resume), and advances the
+progress bar. The next chunk is dispatched before the previous one's draws
+are copied out, so the device keeps working while the host writes.
+
+With several processes (``sluice.distributed.initialize``) every process runs
+this same loop on its own block of chains; checkpoints are committed by
+process 0 after a barrier, and totals and statistics are gathered at the end
+so that every process reports the same merged results.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from jax.flatten_util import ravel_pytree
 
 from sluice import stats as _stats
 from sluice.adaptation import window_schedule
-from sluice.chunk import ChunkProgram, RunKeys, make_mesh
+from sluice.chunk import ChunkProgram, RunKeys
 from sluice.kernels import HMC, NUTS, Kernel, get_kernel, kernel_from_config, kernel_to_config
 from sluice.model import FlatModel, Model, as_model, check_initial_points
+from sluice.parallel import Topology
 from sluice.progress import ChunkProgress
 from sluice.run import Run, RunInfo
 from sluice.sinks import Layout, resolve_sink
@@ -91,8 +97,8 @@ def sample(
         ``"sequential"`` (``lax.map``: one chain after another), or ``"auto"``:
         sequential on CPU, vectorized on accelerators.
     seed
-        Root of every random stream (see DESIGN: keys fold in the chain index
-        and the absolute draw index).
+        Root of every random stream (keys fold in the chain index and the
+        absolute draw index, so draws depend on neither chunking nor devices).
     sink
         ``"memory"`` keeps all draws in host memory; ``None`` keeps none
         (statistics only); ``sluice.ZarrSink(path)`` streams them to disk and
@@ -102,9 +108,10 @@ def sample(
         Extra streaming statistics ``{name: Statistic}``, updated on the
         device for every draw; results in ``run.stats``.
     progress
-        Show a progress bar per phase (only on a terminal).
+        Show a progress bar per phase (only on a terminal, only on process 0).
     devices
-        Devices to spread chains over; default: one device.
+        Devices to spread chains over. Default: every device of every process
+        (in a single process, at most one device per chain).
 
     Returns
     -------
@@ -138,7 +145,7 @@ def sample(
         devices=devices,
         record=sink.keeps_draws,
     )
-    sink.open(plan.layout, plan.describe())
+    _open_sink(plan, sink)
     session = _Session(plan, sink, progress)
     session.start()
     return session.run()
@@ -156,7 +163,9 @@ def resume(
     """Continue an interrupted run from its store's last complete chunk.
 
     The resumed run ends with exactly the draws and statistics of an
-    uninterrupted one. A finished store is returned as it is.
+    uninterrupted one, even on another device layout (bitwise where the
+    per-device program is the same). A finished store is returned as it is;
+    a store whose run stopped before its first checkpoint starts again.
 
     Parameters
     ----------
@@ -175,7 +184,6 @@ def resume(
     from sluice.store import ZarrSink
 
     sink = ZarrSink.open_existing(path)
-    checkpoint = sink.load_checkpoint()
     config = sink.description()["config"]
     for name, value in expected.items():
         if name not in config:
@@ -206,18 +214,30 @@ def resume(
         check_init=False,
     )
     sink.check_compatible(plan.describe())
+    checkpoint = sink.load_checkpoint()
     session = _Session(plan, sink, progress)
     if checkpoint is None:  # stopped before its first chunk ended: start again, same settings
-        sink.open(plan.layout, plan.describe())
+        _open_sink(plan, sink)
         session.start()
     else:
+        sink.attach(plan.layout)
         session.restore(checkpoint)
     return session.run()
 
 
+def _open_sink(plan: Plan, sink: Any) -> None:
+    """Process 0 creates shared stores before the other processes open them."""
+    topology = plan.topology
+    if topology.is_main:
+        sink.open(plan.layout, plan.describe())
+    topology.barrier("sink-open")
+    if not topology.is_main:
+        sink.open(plan.layout, plan.describe())
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Plan:
-    """Everything fixed before sampling starts: settings, layout, compiled program."""
+    """Everything fixed before sampling starts: settings, layout, placement, compiled program."""
 
     model: Model
     flat: FlatModel
@@ -228,13 +248,12 @@ class Plan:
     chunk: int
     seed: int
     chain_method: str
-    devices: tuple[jax.Device, ...]
-    num_slots: int
+    topology: Topology
     layout: Layout
     program: ChunkProgram
     keys: RunKeys
     statistics: dict[str, Statistic]
-    positions: jax.Array  # (num_slots, dim) starting points
+    check_init: bool
 
     @classmethod
     def build(
@@ -286,16 +305,10 @@ class Plan:
             dense_mass=dense_mass,
         )
         flat = model.flatten()
-        devices = tuple(devices) if devices is not None else (jax.devices()[0],)
+        topology = Topology.build(chains, devices)
         if chain_method == "auto":
-            chain_method = "sequential" if devices[0].platform == "cpu" else "vectorized"
-        keys = RunKeys.from_seed(seed)
-        num_slots = math.ceil(chains / len(devices)) * len(devices)
-        chain_ids = np.arange(num_slots, dtype=np.int32)
-        points = model.initial_points(keys.points, chain_ids)
-        positions = jax.vmap(lambda p: ravel_pytree(p)[0])(points)
-        if check_init:
-            check_initial_points(model, flat, positions[:chains])
+            chain_method = "sequential" if topology.devices[0].platform == "cpu" else "vectorized"
+        local = topology.local_chains
         layout = Layout(
             chains,
             draws,
@@ -304,11 +317,19 @@ class Plan:
             constant_groups={"observed_data": dict(model.observed_data)}
             if model.observed_data
             else None,
+            local_chains=(local.start, local.stop),
+            chains_per_process=topology.slots_per_process,
+            process_index=topology.process_index,
         )
         chunk = _resolve_chunk_size(
-            chunk_size, num_chunks, draws, warmup, layout, num_slots // len(devices)
+            chunk_size,
+            num_chunks,
+            draws,
+            warmup,
+            layout,
+            topology.num_slots // len(topology.devices),
         )
-        program = _program(flat, kernel, dict(stats or {}), chunk, record, chain_method, devices)
+        program = _program(flat, kernel, dict(stats or {}), chunk, record, chain_method, topology)
         return cls(
             model,
             flat,
@@ -319,13 +340,12 @@ class Plan:
             chunk,
             seed,
             chain_method,
-            devices,
-            num_slots,
+            topology,
             layout,
             program,
-            keys,
+            RunKeys.from_seed(seed),
             dict(stats or {}),
-            positions,
+            check_init,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -353,19 +373,26 @@ class Plan:
             },
         }
 
-    def put(self, tree: Any) -> Any:
-        """Place a chain-batched pytree on the plan's devices."""
-        sharding = self.program.chain_sharding()
-        return jax.device_put(tree, sharding if sharding is not None else self.devices[0])
+    def local_positions(self) -> jax.Array:
+        """Starting points of this process's chain slots, ``(slots_per_process, dim)``."""
+        slots = self.topology.local_slots
+        ids = np.arange(slots.start, slots.stop, dtype=np.int32)
+        points = self.model.initial_points(self.keys.points, ids)
+        positions = jax.vmap(lambda p: ravel_pytree(p)[0])(points)
+        if self.check_init:
+            real = self.topology.local_chains
+            check_initial_points(self.model, self.flat, positions[: real.stop - real.start])
+        return positions
 
 
 class _Session:
-    """The host loop of one run, from any chunk boundary to the end."""
+    """The host loop of one run (this process's share), from any chunk boundary to the end."""
 
     def __init__(self, plan: Plan, sink: Any, progress: bool) -> None:
         self.plan = plan
+        self.topology = plan.topology
         self.sink = sink
-        self.progress = progress
+        self.progress = progress and plan.topology.is_main
         self.checkpointing = bool(getattr(sink, "supports_resume", False))
         p = plan
         self.info = RunInfo(
@@ -376,62 +403,90 @@ class _Session:
             seed=p.seed,
             kernel=p.kernel,
             chain_method=p.chain_method,
-            num_devices=len(p.devices),
+            num_devices=len(p.topology.devices),
         )
-        self.chain_ids = plan.put(np.arange(p.num_slots, dtype=np.int32))
+        slots = self.topology.local_slots
+        self.chain_ids = self.topology.put_local(np.arange(slots.start, slots.stop, dtype=np.int32))
         self.schedule = window_schedule(p.warmup)
         self.carry: Any = None
         self.iteration = 0  # next absolute iteration (warmup + draws) of every chain
         self.stats_ready = False
+        self.checkpoints_written = 0
 
-    def _initial_carry(self) -> Any:
+    def _initial_carry(self, positions: jax.Array) -> Any:
         p = self.plan
         example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), p.flat.draw_shapes())
-        return p.program.init(p.flat.consts, p.put(p.positions), self.chain_ids, p.keys, example)
+        return p.program.init(p.flat.consts, positions, self.chain_ids, p.keys, example)
 
     def start(self) -> None:
         t0 = time.perf_counter()
-        self.carry, grads = self._initial_carry()
-        self.info.num_gradients_warmup += int(np.sum(np.asarray(grads)[: self.plan.chains]))
+        positions = self.topology.put_local(self.plan.local_positions())
+        self.carry, grads = self._initial_carry(positions)
+        real = self.topology.local_chains
+        local_grads = self.topology.local(grads)[: real.stop - real.start]
+        self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
         self.info.warmup_seconds += time.perf_counter() - t0
 
     def restore(self, checkpoint: Any) -> None:
-        template, _ = jax.eval_shape(self._initial_carry)
+        """Continue from a checkpoint, possibly written on another device layout."""
+        t = self.topology
+        positions = jax.ShapeDtypeStruct((t.num_slots, self.plan.flat.dim), self.plan.flat.dtype)
+        template, _ = jax.eval_shape(self._initial_carry, positions)
         leaves, treedef = jax.tree.flatten(template)
-        if len(leaves) != len(checkpoint.carry) or any(
-            tuple(t.shape) != tuple(c.shape) or np.dtype(t.dtype) != c.dtype
-            for t, c in zip(leaves, checkpoint.carry, strict=True)
-        ):
+        fits = len(leaves) == len(checkpoint.carry) and all(
+            tuple(a.shape[1:]) == tuple(b.shape[1:])
+            and np.dtype(a.dtype) == b.dtype
+            and b.shape[0] >= t.num_chains
+            for a, b in zip(leaves, checkpoint.carry, strict=True)
+        )
+        if not fits:
             raise ValueError(
                 f"the checkpoint in {self.sink.path} does not fit this run's state "
                 "(different statistics, kernel or model shapes)"
             )
-        self.carry = self.plan.put(jax.tree.unflatten(treedef, checkpoint.carry))
+        # Real chains keep their state; padded slots (whose output is dropped) copy chain 0.
+        slots = t.local_slots
+        rows = np.minimum(np.arange(slots.start, slots.stop), t.num_chains - 1)
+        rows = np.where(np.arange(slots.start, slots.stop) < t.num_chains, rows, 0)
+        local = [leaf[rows] for leaf in checkpoint.carry]
+        self.carry = t.put_local(jax.tree.unflatten(treedef, local))
         self.iteration = checkpoint.next_iteration
         self.stats_ready = checkpoint.stats_ready
-        self.info.restore(checkpoint.info)
+        if t.is_main:  # totals of the interrupted run are carried by process 0
+            self.info.restore(checkpoint.totals)
+        self.checkpoints_written = checkpoint.sequence + 1
 
     def _save(self, carry: Any, iteration: int) -> None:
         if not self.checkpointing:
             return
         from sluice.store import Checkpoint
 
-        host = [np.asarray(x) for x in jax.tree.leaves(jax.device_get(carry))]
-        self.sink.save_checkpoint(
-            Checkpoint(
-                config=self.plan.describe()["config"],
-                next_iteration=iteration,
-                stats_ready=self.stats_ready,
-                carry=host,
-                info=self.info.to_dict(),
-            )
+        local = [np.asarray(x) for x in jax.tree.leaves(self.topology.local(carry))]
+        parity = self.checkpoints_written % 2
+        checkpoint = Checkpoint(
+            config=self.plan.describe()["config"],
+            next_iteration=iteration,
+            stats_ready=self.stats_ready,
+            carry=local,
+            totals=self.info.to_dict(),
+            sequence=self.checkpoints_written,
         )
+        self.sink.save_checkpoint(checkpoint, self.topology.process_index, parity)
+        self.topology.barrier("checkpoint")
+        if self.topology.is_main:
+            self.sink.commit(checkpoint, parity, self.topology.process_count)
+        self.checkpoints_written += 1
 
     def _advance(self, carry: Any, start: int, stop: int) -> Any:
         p = self.plan
         return p.program.advance(
             p.flat.consts, carry, self.chain_ids, start, stop, p.warmup, self.schedule, p.keys
         )
+
+    def _local_real(self, tree: Any) -> Any:
+        """This process's real chains of a chain-sharded pytree, as NumPy."""
+        real = self.topology.local_chains
+        return jax.tree.map(lambda x: x[: real.stop - real.start], self.topology.local(tree))
 
     def run(self) -> Run:
         p = self.plan
@@ -440,15 +495,14 @@ class _Session:
         # Warmup: nothing is written, so each chunk is simply checkpointed.
         if self.iteration < warmup:
             t0 = time.perf_counter()
-            todo = range(self.iteration, warmup, chunk)
             with ChunkProgress(
                 "warmup", warmup, chunk, chains, self.progress, initial=self.iteration
             ) as bar:
-                for start in todo:
+                for start in range(self.iteration, warmup, chunk):
                     self.carry, counters, _ = self._advance(self.carry, start, warmup)
                     stop = min(start + chunk, warmup)
                     self.info.num_gradients_warmup += int(
-                        np.sum(np.asarray(counters.num_gradients)[:chains], dtype=np.int64)
+                        np.sum(self._local_real(counters.num_gradients), dtype=np.int64)
                     )
                     self.iteration = stop
                     self._save(self.carry, stop)
@@ -460,8 +514,9 @@ class _Session:
 
         # Sampling: chunk k+1 is dispatched before chunk k is copied out and written.
         t0 = time.perf_counter()
-        done = self.iteration - warmup
-        with ChunkProgress("sampling", p.draws, chunk, chains, self.progress, initial=done) as bar:
+        with ChunkProgress(
+            "sampling", p.draws, chunk, chains, self.progress, initial=self.iteration - warmup
+        ) as bar:
             pending = None
             starts = list(range(self.iteration, end, chunk))
             for k in range(len(starts) + 1):
@@ -473,11 +528,10 @@ class _Session:
                 if pending is not None:
                     start, carry, counters, outputs = pending
                     stop = min(start + chunk, end)
-                    self.info.add_counters(jax.device_get(counters), chains)
+                    self.info.add_counters(self._local_real(counters))
                     if outputs is not None:
-                        self.sink.write(
-                            start - warmup, _trim(jax.device_get(outputs), chains, stop - start)
-                        )
+                        host = self._local_real(outputs)
+                        self.sink.write(start - warmup, _trim(host, stop - start))
                     self.iteration = stop
                     self._save(carry, stop)
                     bar.advance(stop - start)
@@ -489,24 +543,23 @@ class _Session:
 
     def _start_statistics(self) -> None:
         """Initialise the statistics from the final warmup draw of chain 0 (same on all chains)."""
-        p = self.plan
-        position = jax.device_get(self.carry.kernel.position)[0]
+        p, t = self.plan, self.topology
+        position = t.broadcast_from_main(self.topology.local(self.carry.kernel.position)[0])
         example = p.flat.draws_fn(p.flat.consts, jnp.asarray(position))
         statistic = p.program.statistic
-        states = jax.vmap(lambda _: statistic.init(example))(jnp.arange(p.num_slots))
-        self.carry = self.carry._replace(stats=p.put(states))
+        states = jax.vmap(lambda _: statistic.init(example))(jnp.arange(t.slots_per_process))
+        self.carry = self.carry._replace(stats=t.put_local(jax.device_get(states)))
         self.stats_ready = True
 
     def _finish(self) -> Run:
-        p, info = self.plan, self.info
-        params = jax.device_get(self.carry.params)
+        p, t, info = self.plan, self.topology, self.info
+        info.merge_totals(t.sum_over_processes(info.totals()))
+        params = t.allgather(t.local(self.carry.params))
         info.step_size = np.asarray(params.step_size)[: p.chains]
         info.inverse_mass_matrix = np.asarray(params.inverse_mass_matrix)[: p.chains]
         info.total_seconds = info.warmup_seconds + info.sampling_seconds
-        stats_states = jax.tree.map(
-            lambda x: np.asarray(x)[: p.chains], jax.device_get(self.carry.stats)
-        )
-        if info.num_divergent:
+        stats_states = jax.tree.map(lambda x: x[: p.chains], t.allgather(t.local(self.carry.stats)))
+        if info.num_divergent and t.is_main:
             warnings.warn(
                 f"{info.num_divergent} divergent transitions after warmup "
                 f"({info.num_divergent / (p.chains * p.draws):.1%} of draws); consider a larger "
@@ -519,6 +572,7 @@ class _Session:
             info=info,
             statistic=p.program.statistic,
             stats_states=stats_states,
+            local_chains=t.local_chains,
         )
 
 
@@ -526,7 +580,7 @@ class _Session:
 _PROGRAMS: OrderedDict[tuple, ChunkProgram] = OrderedDict()
 
 
-def _program(flat, kernel, statistics, chunk, record, chain_method, devices) -> ChunkProgram:
+def _program(flat, kernel, statistics, chunk, record, chain_method, topology) -> ChunkProgram:
     """Reuse compiled programs across runs of the same model structure and settings.
 
     Two models with the same fingerprint differ only in their data values,
@@ -539,12 +593,12 @@ def _program(flat, kernel, statistics, chunk, record, chain_method, devices) -> 
         chunk,
         record,
         chain_method,
-        tuple(d.id for d in devices),
+        tuple(d.id for d in topology.devices),
     )
     program = _PROGRAMS.get(key)
     if program is None:
         program = ChunkProgram(
-            flat, kernel, _stats.group(statistics), chunk, record, chain_method, make_mesh(devices)
+            flat, kernel, _stats.group(statistics), chunk, record, chain_method, topology.mesh
         )
         _PROGRAMS[key] = program
         while len(_PROGRAMS) > 8:
@@ -554,9 +608,10 @@ def _program(flat, kernel, statistics, chunk, record, chain_method, devices) -> 
     return program
 
 
-def _trim(host: dict, chains: int, n: int) -> dict:
+def _trim(host: dict, n: int) -> dict:
+    """The first ``n`` draws of a chunk's outputs (a short last chunk is masked)."""
     return {
-        group: {name: np.asarray(v)[:chains, :n] for name, v in names.items()}
+        group: {name: np.asarray(v)[:, :n] for name, v in names.items()}
         for group, names in host.items()
     }
 

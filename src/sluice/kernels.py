@@ -10,7 +10,10 @@ A kernel is a frozen, hashable description (its settings) with pure methods:
 
 Transitions come from BlackJAX (multinomial iterative NUTS, static HMC); the
 warmup is sluice's own (:mod:`sluice.adaptation`) so that it runs in compiled
-chunks with progress, and stores no per-step trace.
+chunks with progress, and stores no per-step trace. BlackJAX is imported when
+a kernel is first traced, not with sluice: importing it starts a JAX backend,
+and ``sluice.distributed.initialize()`` must be able to run after
+``import sluice``.
 """
 
 from __future__ import annotations
@@ -19,10 +22,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import blackjax.mcmc.hmc as bj_hmc
-import blackjax.mcmc.integrators as bj_integrators
-import blackjax.mcmc.metrics as bj_metrics
-import blackjax.mcmc.nuts as bj_nuts
 import jax
 import jax.numpy as jnp
 
@@ -41,7 +40,13 @@ __all__ = [
     "nuts",
 ]
 
-KernelState = bj_hmc.HMCState  # (position (dim,), logdensity (), logdensity_grad (dim,))
+
+class KernelState(NamedTuple):
+    """State of an HMC-family chain (the fields of BlackJAX's ``HMCState``)."""
+
+    position: jax.Array  # (dim,) float
+    logdensity: jax.Array  # () float
+    logdensity_grad: jax.Array  # (dim,) float
 
 
 class KernelParams(NamedTuple):
@@ -76,6 +81,9 @@ class _HMCFamily:
     ) -> tuple[jax.Array, jax.Array]:
         """Stan's ``init_stepsize`` heuristic: double or halve until one leapfrog
         step's acceptance crosses 0.8. Returns ``(step_size, num_gradients)``."""
+        import blackjax.mcmc.integrators as bj_integrators
+        import blackjax.mcmc.metrics as bj_metrics
+
         metric = bj_metrics.default_metric(params.inverse_mass_matrix)
         integrator = bj_integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
         log_target = jnp.log(0.8)
@@ -143,6 +151,8 @@ class NUTS(_HMCFamily):
     def step(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[KernelState, dict[str, jax.Array]]:
+        import blackjax.mcmc.nuts as bj_nuts
+
         kernel = bj_nuts.build_kernel(divergence_threshold=self.divergence_threshold)
         state, info = kernel(
             rng_key,
@@ -152,6 +162,7 @@ class NUTS(_HMCFamily):
             params.inverse_mass_matrix,
             self.max_tree_depth,
         )
+        state = KernelState(*state)
         stats = {
             "lp": state.logdensity,
             "acceptance_rate": info.acceptance_rate,
@@ -181,6 +192,8 @@ class HMC(_HMCFamily):
     def step(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[KernelState, dict[str, jax.Array]]:
+        import blackjax.mcmc.hmc as bj_hmc
+
         kernel = bj_hmc.build_kernel(divergence_threshold=self.divergence_threshold)
         state, info = kernel(
             rng_key,
@@ -190,6 +203,7 @@ class HMC(_HMCFamily):
             params.inverse_mass_matrix,
             self.num_integration_steps,
         )
+        state = KernelState(*state)
         stats = {
             "lp": state.logdensity,
             "acceptance_rate": info.acceptance_rate,

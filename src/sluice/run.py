@@ -34,16 +34,11 @@ class RunInfo:
     inverse_mass_matrix: np.ndarray | None = None
     _sum_acceptance: float = 0.0
 
-    def add_counters(self, counters: Any, chains: int) -> None:
-        self.num_gradients += int(
-            np.sum(np.asarray(counters.num_gradients)[:chains], dtype=np.int64)
-        )
-        self.num_divergent += int(
-            np.sum(np.asarray(counters.num_divergent)[:chains], dtype=np.int64)
-        )
-        self._sum_acceptance += float(
-            np.sum(np.asarray(counters.sum_acceptance)[:chains], dtype=np.float64)
-        )
+    def add_counters(self, counters: Any) -> None:
+        """Add one chunk's per-chain counters (this process's real chains)."""
+        self.num_gradients += int(np.sum(counters.num_gradients, dtype=np.int64))
+        self.num_divergent += int(np.sum(counters.num_divergent, dtype=np.int64))
+        self._sum_acceptance += float(np.sum(counters.sum_acceptance, dtype=np.float64))
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
 
     _PERSISTED = (
@@ -54,6 +49,7 @@ class RunInfo:
         "num_divergent",
         "_sum_acceptance",
     )
+    _SUMMED = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
 
     def to_dict(self) -> dict[str, Any]:
         """The running totals a checkpoint carries (JSON-able)."""
@@ -62,6 +58,15 @@ class RunInfo:
     def restore(self, totals: dict[str, Any]) -> None:
         for name in self._PERSISTED:
             setattr(self, name, totals[name])
+
+    def totals(self) -> dict[str, Any]:
+        """The totals that add up over processes."""
+        return {name: getattr(self, name) for name in self._SUMMED}
+
+    def merge_totals(self, totals: dict[str, Any]) -> None:
+        for name, value in totals.items():
+            setattr(self, name, value)
+        self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
 
     @property
     def num_chunks(self) -> int:
@@ -87,10 +92,20 @@ class Run:
         :class:`RunInfo`: settings, timings, gradient counts, tuned step sizes.
     """
 
-    def __init__(self, model: Any, sink: Any, info: RunInfo, statistic: Any, stats_states: Any):
+    def __init__(
+        self,
+        model: Any,
+        sink: Any,
+        info: RunInfo,
+        statistic: Any,
+        stats_states: Any,
+        local_chains: slice | None = None,
+    ):
         self.model = model
         self.sink = sink
         self.info = info
+        #: the chains whose draws this process holds (all of them in a single process)
+        self.local_chains = local_chains if local_chains is not None else slice(0, info.chains)
         self._statistic = statistic
         self._stats_states = stats_states
 

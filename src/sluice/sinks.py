@@ -27,6 +27,13 @@ class Layout:
     groups: dict[str, dict[str, tuple[tuple[int, ...], np.dtype]]]
     dims: dict[str, list[str]] | None = None  # ArviZ dims of named quantities
     constant_groups: dict[str, dict[str, Any]] | None = None  # e.g. observed_data
+    local_chains: tuple[int, int] | None = None  # [start, stop) of this process's chains
+    chains_per_process: int | None = None  # chain slots per process (a store's chunk along chains)
+    process_index: int = 0  # process 0 creates shared stores; the others attach to them
+
+    @property
+    def local_range(self) -> tuple[int, int]:
+        return self.local_chains if self.local_chains is not None else (0, self.chains)
 
 
 class Sink(Protocol):
@@ -58,6 +65,7 @@ class MemorySink:
     """Keep every draw in host memory, preallocated once (``sink="memory"``).
 
     Host memory is exactly the draws' bytes: each chunk is copied into place.
+    With several processes, each keeps its own chains (``run.local_chains``).
     """
 
     keeps_draws = True
@@ -68,9 +76,10 @@ class MemorySink:
 
     def open(self, layout: Layout, description: dict[str, Any]) -> None:
         del description
+        start, stop = layout.local_range
         self.data = {
             group: {
-                name: np.empty((layout.chains, layout.num_draws, *shape), dtype)
+                name: np.empty((stop - start, layout.num_draws, *shape), dtype)
                 for name, (shape, dtype) in names.items()
             }
             for group, names in layout.groups.items()

@@ -8,12 +8,15 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
       sample_stats/<name>        (chain, draw)
       log_likelihood/<name>      (chain, draw, ...)
       observed_data/<name>
-      sluice-checkpoint.npz      the state after the last complete chunk
+      sluice-checkpoint-p<P>-<parity>.npz   process P's chains' state after a chunk
+      sluice-commit.json                     which parity is complete, and where
 
-After every chunk the sink first writes the chunk's draws, then replaces the
-checkpoint atomically (write a temporary file, flush it to disk, rename). The
-checkpoint names the next iteration, so draws written past it (a chunk cut
-short by a crash) are simply written again on resume.
+After every chunk each process writes its chains' draws (Zarr chunks along
+chains are one process's block, so writes never collide), then its state to
+the checkpoint file of the current parity (0, 1, 0, ...). After a barrier,
+process 0 replaces the commit record atomically (temporary file, flush,
+rename). A crash at any moment leaves the committed parity's files intact;
+draws written past the committed iteration are written again on resume.
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ import numpy as np
 
 from sluice.sinks import Layout
 
-__all__ = ["Checkpoint", "StoreError", "StoreWriteError", "ZarrSink", "open_store"]
+__all__ = ["COMMIT", "Checkpoint", "StoreError", "StoreWriteError", "ZarrSink", "open_store"]
 
 FORMAT = "sluice-store"
 VERSION = 1
-CHECKPOINT = "sluice-checkpoint.npz"
+COMMIT = "sluice-commit.json"
 
 
 class StoreError(ValueError):
@@ -50,13 +53,18 @@ class StoreWriteError(OSError):
 
 @dataclasses.dataclass
 class Checkpoint:
-    """What a run needs to continue: settings, next iteration, chain states, totals."""
+    """What a run needs to continue: settings, next iteration, chain states, totals.
+
+    Written per process with that process's block of chain slots in ``carry``;
+    :meth:`ZarrSink.load_checkpoint` returns all blocks concatenated.
+    """
 
     config: dict[str, Any]
     next_iteration: int
     stats_ready: bool
-    carry: list[np.ndarray]
-    info: dict[str, Any]
+    carry: list[np.ndarray]  # leaves of the chain carry, leading axis = chain slots
+    totals: dict[str, Any]  # running totals (gradients, divergences, seconds)
+    sequence: int  # how many checkpoints the run wrote before this one
 
     def to_bytes(self) -> bytes:
         meta = {
@@ -65,7 +73,8 @@ class Checkpoint:
             "config": self.config,
             "next_iteration": self.next_iteration,
             "stats_ready": self.stats_ready,
-            "info": self.info,
+            "totals": self.totals,
+            "sequence": self.sequence,
             "num_leaves": len(self.carry),
         }
         buffer = io.BytesIO()
@@ -85,7 +94,23 @@ class Checkpoint:
             ) from error
         if meta.get("format") != FORMAT:
             raise StoreError(f"{path} is not a sluice checkpoint")
-        return cls(meta["config"], meta["next_iteration"], meta["stats_ready"], carry, meta["info"])
+        return cls(
+            meta["config"],
+            meta["next_iteration"],
+            meta["stats_ready"],
+            carry,
+            meta["totals"],
+            meta["sequence"],
+        )
+
+
+def _atomic_write(target: Path, payload: bytes) -> None:
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
 
 
 @contextlib.contextmanager
@@ -105,6 +130,10 @@ def _is_sluice_store(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return attrs.get("sluice", {}).get("format") == FORMAT
+
+
+def _checkpoint_name(process: int, parity: int) -> str:
+    return f"sluice-checkpoint-p{process}-{parity}.npz"
 
 
 def _dims(name: str, ndim: int, dims: dict[str, list[str]] | None) -> tuple[str, ...]:
@@ -143,6 +172,7 @@ class ZarrSink:
 
     keeps_draws = True
     supports_resume = True
+    _local: tuple[int, int] = (0, 0)
 
     def __init__(
         self,
@@ -161,6 +191,22 @@ class ZarrSink:
 
     # -- creating --------------------------------------------------------------
     def open(self, layout: Layout, description: dict[str, Any]) -> None:
+        """Create the store (process 0), or attach to the one process 0 created."""
+        if layout.process_index > 0:
+            self._attach_created(layout)
+        else:
+            self._create(layout, description)
+
+    def _attach_created(self, layout: Layout) -> None:
+        fresh = ZarrSink.open_existing(self.path)
+        self._root, self._arrays = fresh._root, fresh._arrays
+        self.attach(layout)
+
+    def attach(self, layout: Layout) -> None:
+        """Write this process's chains (``layout.local_chains``) of an existing store."""
+        self._local = layout.local_range
+
+    def _create(self, layout: Layout, description: dict[str, Any]) -> None:
         import zarr
 
         if self._root is not None:  # reopened by resume() with no checkpoint: start afresh
@@ -181,7 +227,8 @@ class ZarrSink:
             doomed = self.path.with_name(f"{self.path.name}.deleting-{uuid.uuid4().hex[:8]}")
             os.replace(self.path, doomed)
             shutil.rmtree(doomed)
-        chunk = description["config"]["chunk_size"]
+        draw_chunk = min(description["config"]["chunk_size"], layout.num_draws)
+        chain_chunk = min(layout.chains_per_process or layout.chains, layout.chains)
         # The root group is created with its sluice attributes in one write: a
         # run killed while creating arrays leaves a store that resume() recreates.
         root = zarr.open_group(
@@ -206,7 +253,7 @@ class ZarrSink:
                 self._arrays[group][name] = g.create_array(
                     name,
                     shape=(layout.chains, layout.num_draws, *shape),
-                    chunks=(layout.chains, min(chunk, layout.num_draws), *shape),
+                    chunks=(chain_chunk, draw_chunk, *shape),
                     dtype=dtype,
                     fill_value=fill,
                     compressors=self.compressors,
@@ -220,6 +267,7 @@ class ZarrSink:
                     name, data=value, dimension_names=_dims(name, value.ndim, layout.dims)
                 )
         self._root = root
+        self.attach(layout)
 
     @staticmethod
     def _coords(group: Any, chains: int, draws: int) -> None:
@@ -229,11 +277,12 @@ class ZarrSink:
     # -- writing ---------------------------------------------------------------
     def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
         n = 0
+        first, last = self._local
         try:
             for group, names in chunk.items():
                 for name, values in names.items():
                     n = values.shape[1]
-                    self._arrays[group][name][:, start : start + n] = values
+                    self._arrays[group][name][first:last, start : start + n] = values
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
@@ -242,19 +291,33 @@ class ZarrSink:
                 f"sluice.resume({str(self.path)!r})",
             ) from error
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        target = self.path / CHECKPOINT
-        tmp = self.path / (CHECKPOINT + ".tmp")
+    def save_checkpoint(self, checkpoint: Checkpoint, process: int = 0, parity: int = 0) -> None:
+        """Write this process's checkpoint file of the given parity (atomically)."""
         try:
-            with open(tmp, "wb") as f:
-                f.write(checkpoint.to_bytes())
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
+            _atomic_write(self.path / _checkpoint_name(process, parity), checkpoint.to_bytes())
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
                 f"could not write the checkpoint of {self.path}: "
+                f"{error.strerror or error}. The previous checkpoint is intact: "
+                f"sluice.resume({str(self.path)!r}) continues from it",
+            ) from error
+
+    def commit(self, checkpoint: Checkpoint, parity: int, process_count: int) -> None:
+        """Declare the checkpoint files of ``parity`` complete (process 0, after a barrier)."""
+        record = {
+            "format": FORMAT,
+            "next_iteration": checkpoint.next_iteration,
+            "parity": parity,
+            "process_count": process_count,
+            "sequence": checkpoint.sequence,
+        }
+        try:
+            _atomic_write(self.path / COMMIT, json.dumps(record).encode())
+        except OSError as error:
+            raise StoreWriteError(
+                error.errno,
+                f"could not commit the checkpoint of {self.path}: "
                 f"{error.strerror or error}. The previous checkpoint is intact: "
                 f"sluice.resume({str(self.path)!r}) continues from it",
             ) from error
@@ -291,19 +354,58 @@ class ZarrSink:
                 }
         except Exception as error:
             raise StoreError(f"{path} is damaged: {error}") from error
-        if "posterior" not in sink._arrays and (path / CHECKPOINT).exists():
+        if "posterior" not in sink._arrays and (path / COMMIT).exists():
             raise StoreError(f"{path} is damaged: it has a checkpoint but no posterior group")
         return sink
 
     def description(self) -> dict[str, Any]:
         return self._root.attrs["sluice"]["description"]
 
-    def load_checkpoint(self) -> Checkpoint | None:
-        """The last checkpoint, or ``None`` if the run stopped before its first chunk ended."""
-        path = self.path / CHECKPOINT
+    def _commit_record(self) -> dict[str, Any] | None:
+        path = self.path / COMMIT
         if not path.exists():
             return None
-        return Checkpoint.from_file(path)
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            raise StoreError(
+                f"the commit record {path} is damaged and cannot be read: {error}"
+            ) from error
+        if record.get("format") != FORMAT:
+            raise StoreError(f"{path} is not a sluice commit record")
+        return record
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        """The last committed checkpoint, all processes' chain blocks concatenated in order;
+        ``None`` if the run stopped before its first chunk ended."""
+        record = self._commit_record()
+        if record is None:
+            return None
+        parts = [
+            Checkpoint.from_file(self.path / _checkpoint_name(p, record["parity"]))
+            for p in range(record["process_count"])
+        ]
+        if any(part.sequence != record["sequence"] for part in parts):
+            raise StoreError(f"the checkpoint files of {self.path} disagree with its commit record")
+        first = parts[0]
+        carry = [np.concatenate(leaves) for leaves in zip(*(p.carry for p in parts), strict=True)]
+        totals = dict(first.totals)
+        for part in parts[1:]:
+            for name in (
+                "num_gradients_warmup",
+                "num_gradients",
+                "num_divergent",
+                "_sum_acceptance",
+            ):
+                totals[name] += part.totals[name]
+        return Checkpoint(
+            first.config,
+            record["next_iteration"],
+            first.stats_ready,
+            carry,
+            totals,
+            record["sequence"],
+        )
 
     def _state(self) -> str:
         try:
@@ -317,10 +419,13 @@ class ZarrSink:
 
     def _draws_done_or_none(self) -> int | None:
         try:
-            checkpoint = Checkpoint.from_file(self.path / CHECKPOINT)
-        except (StoreError, FileNotFoundError):
+            record = self._commit_record()
+            warmup = json.loads((self.path / "zarr.json").read_text())["attributes"]["sluice"][
+                "description"
+            ]["config"]["warmup"]
+        except (StoreError, OSError, ValueError, KeyError):
             return 0
-        return max(0, checkpoint.next_iteration - checkpoint.config["warmup"])
+        return 0 if record is None else max(0, record["next_iteration"] - warmup)
 
     def draws_done(self) -> int:
         """Draws per chain written and covered by the checkpoint."""

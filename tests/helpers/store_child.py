@@ -17,7 +17,7 @@ import numpy as np
 
 import sluice
 from sluice.stats import Statistic
-from sluice.store import ZarrSink
+from sluice.store import COMMIT, ZarrSink
 
 SETTINGS = dict(chains=3, warmup=60, draws=150, chunk_size=10, seed=11)
 WRITE_DELAY = 0.004  # seconds slept before each array of a chunk is written
@@ -66,7 +66,7 @@ class SlowZarrSink(ZarrSink):
 
 
 def main(path: str) -> None:
-    if os.path.exists(os.path.join(path, "sluice-checkpoint.npz")):
+    if os.path.exists(os.path.join(path, COMMIT)):
         sluice.resume(path, model(), stats=STATS, progress=False)
     else:
         sluice.sample(

@@ -1,0 +1,62 @@
+"""A worker of the multi-process tests, started by ``sluice.launch.launch``.
+
+``python -m tests.helpers.mp_worker MODE OUT`` with MODE one of
+``draws`` (sample to memory, save this process's draws to OUT/p<i>.npz),
+``store`` (sample to the store OUT; process 1 SIGKILLs itself after writing
+its third chunk), ``resume`` (finish the store OUT).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import sluice
+from sluice.store import ZarrSink
+
+SETTINGS = dict(chains=6, warmup=60, draws=48, chunk_size=12, seed=3, chain_method="sequential")
+
+
+def model() -> sluice.Model:
+    scales = jnp.array([1.0, 2.0, 0.5])
+    return sluice.Model(
+        lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
+        init={"x": jnp.zeros(3)},
+        log_likelihood=lambda p: {"obs": -0.5 * p["x"] ** 2},
+    )
+
+
+class DiesAfterThirdWrite(ZarrSink):
+    writes = 0
+
+    def write(self, start, chunk):
+        super().write(start, chunk)
+        DiesAfterThirdWrite.writes += 1
+        if jax.process_index() == 1 and DiesAfterThirdWrite.writes == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(mode: str, out: str) -> None:
+    if mode == "draws":
+        run = sluice.sample(model(), progress=False, **SETTINGS)
+        np.savez(
+            os.path.join(out, f"p{jax.process_index()}.npz"),
+            x=run.draws["x"],
+            start=run.local_chains.start,
+            num_gradients=run.info.num_gradients,
+        )
+    elif mode == "store":
+        sluice.sample(model(), sink=DiesAfterThirdWrite(out), progress=False, **SETTINGS)
+    elif mode == "resume":
+        sluice.resume(out, model(), progress=False)
+    print(f"WORKER_OK {jax.process_index()}", flush=True)
+
+
+if __name__ == "__main__":
+    sluice.distributed.initialize()  # before anything touches a device
+    main(sys.argv[1], sys.argv[2])
