@@ -8,11 +8,11 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from tests.helpers import mp_worker
 
 import sluice
 from sluice.launch import launch
 from sluice.store import ZarrSink
-from tests.helpers import mp_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "JAX_PLATFORMS": "cpu"}
