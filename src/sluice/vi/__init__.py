@@ -14,7 +14,7 @@ more than one on vector hardware.
 """
 
 from sluice.vi.families import Family, FullRankParams, MeanFieldParams, fullrank, meanfield
-from sluice.vi.fit import Fit, FitError, FitFailure, FitInfo, FitState, fit
+from sluice.vi.fitting import Fit, FitError, FitFailure, FitInfo, FitState, fit
 from sluice.vi.particles import elbo, log_weights, sample
 
 __all__ = [

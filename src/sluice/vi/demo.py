@@ -29,7 +29,7 @@ import optax
 from sluice.datasets import logistic_regression_data
 from sluice.model import Model
 from sluice.vi.families import meanfield
-from sluice.vi.fit import Fit, fit
+from sluice.vi.fitting import Fit, fit
 
 __all__ = ["NOTEBOOK_ELBO_OFFSET", "logistic_regression_model", "main", "plot"]
 
