@@ -168,7 +168,27 @@ def _make_advance(
     return jax.jit(advance)
 
 
+def _make_init(family: Family, optimizer: optax.GradientTransformation) -> Callable:
+    """``init(loc (dim,)) -> FitState``, jitted (one dispatch instead of many small ones)."""
+
+    def init(loc: jax.Array) -> FitState:
+        params = family.init(loc)
+        return FitState(
+            params=params,
+            opt_state=optimizer.init(params),
+            failure=FitFailure(
+                step=jnp.asarray(-1, jnp.int32),
+                elbo=jnp.asarray(jnp.nan, loc.dtype),
+                grad_finite=jax.tree.map(lambda x: jnp.ones(x.shape, bool), params),
+                update_finite=jax.tree.map(lambda x: jnp.ones(x.shape, bool), params),
+            ),
+        )
+
+    return jax.jit(init)
+
+
 class _Program(NamedTuple):
+    init: Callable  # jitted, see _make_init
     advance: Callable  # jitted, see _make_advance
     sample: Callable  # jitted (consts, params, rng_key, num_samples static) -> {group: {name: ...}}
 
@@ -196,6 +216,7 @@ def _program(
     program = _PROGRAMS.get(key)
     if program is None:
         program = _Program(
+            init=_make_init(family, optimizer),
             advance=_make_advance(
                 flat.logdensity_fn,
                 family,
@@ -485,17 +506,7 @@ def fit(
     chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, steps)
     program = _program(model, family, optimizer, particles, particle_chunk_size, bound, chunk)
     consts = model.flatten().consts
-    params = family.init(loc)
-    state = FitState(
-        params=params,
-        opt_state=optimizer.init(params),
-        failure=FitFailure(
-            step=jnp.asarray(-1, jnp.int32),
-            elbo=jnp.asarray(jnp.nan, loc.dtype),
-            grad_finite=jax.tree.map(lambda x: jnp.ones(x.shape, bool), params),
-            update_finite=jax.tree.map(lambda x: jnp.ones(x.shape, bool), params),
-        ),
-    )
+    state = program.init(loc)
     info = FitInfo(
         family=family.name,
         particles=particles,
@@ -518,10 +529,10 @@ def fit(
             if pending is not None:  # read the previous chunk while this one runs
                 p_start, p_state, p_elbo = pending
                 n = min(chunk, steps - p_start)
-                trace[p_start : p_start + n] = np.asarray(p_elbo)[:n]
-                failed = int(p_state.failure.step)
+                p_elbo, failed = jax.device_get((p_elbo, p_state.failure.step))
+                trace[p_start : p_start + n] = p_elbo[:n]
                 if failed >= 0:
-                    raise _fit_error(model, family, p_state, trace, failed)
+                    raise _fit_error(model, family, p_state, trace, int(failed))
                 bar.advance(n, float(np.mean(trace[p_start : p_start + n])))
             pending = (k * chunk, state, elbo_chunk) if k < num_chunks else None
     info.seconds = time.perf_counter() - t0
