@@ -1,6 +1,8 @@
 """The notebook demo: same data, same algorithm in distribution, a figure; runnable docstrings."""
 
 import doctest
+import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -108,3 +110,15 @@ def test_the_data_are_the_notebooks():
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_docs_example_runs():
+    """The python blocks of docs/vi.md run as written."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "vi.md"
+    blocks = re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+    assert blocks
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(path), "exec"), namespace)
+    assert namespace["draws"]["x"].shape == (2000, 10)
+    assert np.corrcoef(namespace["fit"].params.loc, namespace["true_beta"])[0, 1] > 0.9
