@@ -99,16 +99,21 @@ def test_log_weights_follow_the_contract_in_any_chunking():
         for log_p_x, log_q_x in (_particle(family, params, key, i) for i in range(23))
     ]
 
-    @jax.jit
-    def weights_and_iwae_1(params):
-        chunkings = [vi.log_weights(log_p, family, params, key, 23, c) for c in (None, 5, 1)]
-        return chunkings, vi.elbo(log_p, family, params, key, 1, bound="iwae")
+    no_entropy = family._replace(entropy=None)
 
-    chunkings, iwae_1 = weights_and_iwae_1(params)
+    @jax.jit
+    def weights_and_bounds(params):
+        chunkings = [vi.log_weights(log_p, family, params, key, 23, c) for c in (None, 5, 1)]
+        iwae_1 = vi.elbo(log_p, family, params, key, 1, bound="iwae")
+        return chunkings, iwae_1, vi.elbo(log_p, no_entropy, params, key, 23, 5)
+
+    chunkings, iwae_1, elbo_without_entropy = weights_and_bounds(params)
     for w in chunkings:
         np.testing.assert_allclose(w, expected, rtol=1e-5, atol=1e-5)
     # K = 1: the IWAE bound is the single particle's log weight.
     np.testing.assert_allclose(iwae_1, expected[0], rtol=1e-6)
+    # A family without a closed-form entropy: the ELBO is the mean log weight.
+    np.testing.assert_allclose(elbo_without_entropy, np.mean(expected), rtol=1e-5)
 
 
 def test_a_model_with_data_and_pytree_parameters_gives_the_same_bound():

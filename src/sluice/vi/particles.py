@@ -124,6 +124,18 @@ def _per_particle(
     return jnp.concatenate([full.reshape(-1), chunk(jnp.arange(num_full, num_particles))])
 
 
+def _log_weight_fn(
+    logdensity_fn: Callable[[Any, jax.Array], jax.Array], consts: Any, family: Family, params: Any
+) -> Callable[[jax.Array], jax.Array]:
+    """``key -> log p(x) - log q(x)`` for the particle ``x`` drawn with ``key``."""
+
+    def log_weight(key: jax.Array) -> jax.Array:
+        x = family.sample(key, params)
+        return logdensity_fn(consts, x) - family.log_prob(params, x)
+
+    return log_weight
+
+
 def _bound(
     logdensity_fn: Callable[[Any, jax.Array], jax.Array],
     consts: Any,
@@ -143,10 +155,7 @@ def _bound(
         total = _over_particles(one, jnp.sum, jnp.add, rng_key, num_particles, particle_chunk_size)
         return total / num_particles + family.entropy(params)
 
-    def log_weight(key: jax.Array) -> jax.Array:
-        x = family.sample(key, params)
-        return logdensity_fn(consts, x) - family.log_prob(params, x)
-
+    log_weight = _log_weight_fn(logdensity_fn, consts, family, params)
     if bound == "elbo":
         total = _over_particles(
             log_weight, jnp.sum, jnp.add, rng_key, num_particles, particle_chunk_size
@@ -292,10 +301,7 @@ def log_weights(
     _check_particles(num_particles, particle_chunk_size, "elbo")
     target = _target(model)
 
-    def log_weight(key: jax.Array) -> jax.Array:
-        x = family.sample(key, params)
-        return target.logdensity_fn(target.consts, x) - family.log_prob(params, x)
-
+    log_weight = _log_weight_fn(target.logdensity_fn, target.consts, family, params)
     return _per_particle(log_weight, rng_key, num_particles, particle_chunk_size)
 
 
