@@ -5,7 +5,7 @@ statistics computed on the device, and particle-parallel variational
 inference, for log-densities written for one point.
 """
 
-from sluice import distributed, stats
+from sluice import distributed, stats, vi
 from sluice.engine import resume, sample
 from sluice.kernels import HMC, NUTS, hmc, nuts
 from sluice.model import Model
@@ -28,4 +28,5 @@ __all__ = [
     "resume",
     "sample",
     "stats",
+    "vi",
 ]

@@ -6,10 +6,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["to_inference_data"]
+__all__ = ["dataset", "import_arviz", "to_inference_data"]
 
 
-def _dataset(values: dict[str, np.ndarray], dims: dict | None, coords: dict | None) -> Any:
+def dataset(values: dict[str, np.ndarray], dims: dict | None, coords: dict | None) -> Any:
+    """``{name: (chain, draw, ...)}`` as an xarray Dataset with ArviZ's dims and coords."""
     import xarray as xr
 
     variables = {}
@@ -45,11 +46,11 @@ def to_inference_data(run: Any) -> Any:
 
     model = run.model
     groups = {
-        "posterior": _dataset(run.draws, model.dims, model.coords),
-        "sample_stats": _dataset(run.sample_stats, None, None),
+        "posterior": dataset(run.draws, model.dims, model.coords),
+        "sample_stats": dataset(run.sample_stats, None, None),
     }
     if run.log_likelihood:
-        groups["log_likelihood"] = _dataset(run.log_likelihood, model.dims, model.coords)
+        groups["log_likelihood"] = dataset(run.log_likelihood, model.dims, model.coords)
     if model.observed_data:
         groups["observed_data"] = xr.Dataset(
             {

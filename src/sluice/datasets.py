@@ -21,12 +21,40 @@ class LogisticData(NamedTuple):
 def logistic_regression_data(
     num_points: int = 100, num_features: int = 10, seed: int = 10009
 ) -> LogisticData:
-    """The synthetic data of JAX's "Autobatching log-densities" notebook.
+    """The synthetic logistic-regression data of JAX's "vmapped log-probs" notebook.
 
-    With the defaults this reproduces the notebook exactly: it seeds NumPy's
-    legacy generator with 10009 and draws ``true_beta``, ``x`` and ``y`` in
-    that order. A private ``RandomState`` gives the same stream without
-    touching NumPy's global state.
+    With the defaults this reproduces the notebook's data exactly: NumPy's
+    legacy generator seeded with ``seed`` draws the true coefficients
+    ``beta ~ N(0, I)``, then ``x ~ N(0, I)`` row by row, then labels
+    ``y_n ~ Bernoulli(sigmoid(x_n . beta))``. A private ``RandomState`` gives
+    the same stream as the notebook's global seeding without touching NumPy's
+    global state.
+
+    Parameters
+    ----------
+    num_points, num_features
+        Shape of ``x``.
+    seed
+        Seed of the legacy NumPy generator (the notebook uses 10009).
+
+    Returns
+    -------
+    LogisticData
+        ``(x, y, true_beta)``: float32 features ``(num_points, num_features)``,
+        int32 labels in {0, 1}, float32 coefficients that generated ``y``.
+
+    References
+    ----------
+    https://docs.jax.dev/en/latest/notebooks/vmapped_log_probs.html
+
+    Examples
+    --------
+    >>> from sluice.datasets import logistic_regression_data
+    >>> X, y, true_beta = logistic_regression_data()
+    >>> X.shape, y.shape, true_beta.shape
+    ((100, 10), (100,), (10,))
+    >>> y[:12].tolist()  # the notebook's first labels
+    [0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1]
     """
     rng = np.random.RandomState(seed)
     true_beta = rng.randn(num_features).astype(np.float32)

@@ -31,6 +31,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from sluice import stats as _stats
+from sluice._checks import check_count, check_int
 from sluice.adaptation import window_schedule
 from sluice.chunk import ChunkProgram, RunKeys
 from sluice.kernels import HMC, NUTS, Kernel, get_kernel, kernel_from_config, kernel_to_config
@@ -277,10 +278,10 @@ class Plan:
         record,
         check_init=True,
     ) -> Plan:
-        _check_count("chains", chains)
-        _check_count("draws", draws)
-        _check_count("warmup", warmup, allow_zero=True)
-        _check_int("seed", seed)
+        check_count("chains", chains)
+        check_count("draws", draws)
+        check_count("warmup", warmup, allow_zero=True)
+        check_int("seed", seed)
         if chain_method not in CHAIN_METHODS:
             raise ValueError(f"chain_method must be one of {CHAIN_METHODS}, got {chain_method!r}")
         if chunk_size is not None and num_chunks is not None:
@@ -289,9 +290,9 @@ class Plan:
                 f"num_chunks={num_chunks!r})"
             )
         if num_chunks is not None:
-            _check_count("num_chunks", num_chunks)
+            check_count("num_chunks", num_chunks)
         if chunk_size is not None and chunk_size != "auto":
-            _check_count("chunk_size", chunk_size)
+            check_count("chunk_size", chunk_size)
         if stats is not None and not (
             isinstance(stats, dict) and all(isinstance(s, Statistic) for s in stats.values())
         ):
@@ -670,18 +671,6 @@ def _device_budget_bytes() -> int:
             DEFAULT_CHUNK_BUDGET_BYTES // 16, (mem["bytes_limit"] - mem.get("bytes_in_use", 0)) // 4
         )
     return DEFAULT_CHUNK_BUDGET_BYTES
-
-
-def _check_count(name: str, value: Any, allow_zero: bool = False) -> None:
-    ok = isinstance(value, int | np.integer) and not isinstance(value, bool)
-    if not ok or value < (0 if allow_zero else 1):
-        bound = "a non-negative" if allow_zero else "a positive"
-        raise ValueError(f"{name} must be {bound} integer, got {value!r}")
-
-
-def _check_int(name: str, value: Any) -> None:
-    if not isinstance(value, int | np.integer) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
 
 
 def _jsonable(value: Any) -> Any:

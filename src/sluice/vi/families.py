@@ -1,0 +1,228 @@
+"""Variational families: bundles of pure functions of ONE flat point.
+
+A :class:`Family` is to variational inference what an optax
+``GradientTransformation`` is to optimisation: a NamedTuple of pure functions
+over a small parameter NamedTuple. Every function handles one point ``x`` of
+shape ``(dim,)`` in the model's unconstrained space (the flat vector of
+:meth:`sluice.Model.flatten`); particles are added with ``jax.vmap``.
+
+Two Gaussian families are provided:
+
+* :func:`meanfield`: :math:`q(x) = \\prod_j N(x_j \\mid \\mu_j, \\sigma_j^2)`,
+  parameterised by ``loc`` :math:`= \\mu` and ``log_scale``
+  :math:`= \\log \\sigma` (so every real value is a valid parameter).
+* :func:`fullrank`: :math:`q(x) = N(x \\mid \\mu, L L^\\top)` with
+  :math:`L` lower triangular, parameterised by ``loc`` :math:`= \\mu`,
+  ``log_diag`` :math:`= \\log \\operatorname{diag} L` and ``off_diag``, whose
+  strictly lower triangle is the rest of :math:`L` (its diagonal and upper
+  triangle are ignored and get zero gradient).
+
+Draws are reparameterised: ``x = loc + L @ eps`` with ``eps ~ N(0, I)`` drawn
+from the key, so gradients flow from ``x`` to the parameters.
+
+Nothing in here prints, writes or reads the clock.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Family", "FullRankParams", "MeanFieldParams", "fullrank", "meanfield"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class Family(NamedTuple):
+    """A variational family as a bundle of pure functions of one flat point.
+
+    ``P`` below is the family's parameter NamedTuple (e.g. :class:`MeanFieldParams`).
+    """
+
+    name: str  # short label, e.g. "meanfield"
+    init: Callable[[jax.Array], Any]  # loc (dim,) -> P: q centred at loc
+    sample: Callable[[jax.Array, Any], jax.Array]  # (rng_key, P) -> x (dim,), reparameterised
+    log_prob: Callable[[Any, jax.Array], jax.Array]  # (P, x (dim,)) -> () log q(x)
+    entropy: Callable[[Any], jax.Array] | None  # P -> () closed-form entropy, or None
+    mean: Callable[[Any], jax.Array]  # P -> (dim,) mean of q
+    scale_tril: Callable[[Any], jax.Array]  # P -> (dim, dim) Cholesky factor of q's covariance
+
+
+class MeanFieldParams(NamedTuple):
+    """Parameters of :func:`meanfield`."""
+
+    loc: jax.Array  # (dim,) float: mean of each coordinate
+    log_scale: jax.Array  # (dim,) float: log standard deviation of each coordinate
+
+
+class FullRankParams(NamedTuple):
+    """Parameters of :func:`fullrank`: covariance ``L L^T`` with ``L`` lower triangular."""
+
+    loc: jax.Array  # (dim,) float: mean
+    log_diag: jax.Array  # (dim,) float: log of L's diagonal (L's diagonal is positive)
+    off_diag: jax.Array  # (dim, dim) float: strictly lower triangle = L below the diagonal;
+    # its diagonal and upper triangle are unused (zero gradient)
+
+
+def _check_init_scale(init_scale: float) -> float:
+    ok = isinstance(init_scale, int | float) and not isinstance(init_scale, bool)
+    if not ok or not math.isfinite(init_scale) or init_scale <= 0:
+        raise ValueError(f"init_scale must be a positive finite number, got {init_scale!r}")
+    return float(init_scale)
+
+
+@functools.cache
+def meanfield(init_scale: float = 0.1) -> Family:
+    """The mean-field (diagonal) Gaussian family.
+
+    .. math::
+
+        q(x) = \\prod_{j=1}^{d} N(x_j \\mid \\mu_j, \\sigma_j^2), \\qquad
+        \\sigma_j = \\exp(\\text{log\\_scale}_j),
+
+        H[q] = \\sum_j \\log \\sigma_j + \\tfrac{d}{2} (1 + \\log 2\\pi).
+
+    Parameters
+    ----------
+    init_scale
+        Standard deviation of every coordinate at initialisation
+        (``log_scale = log(init_scale)``).
+
+    Returns
+    -------
+    Family
+        With parameters :class:`MeanFieldParams`. Calls with the same
+        ``init_scale`` return the same object, so compiled fits are reused.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from sluice.vi import meanfield
+    >>> family = meanfield(init_scale=1.0)
+    >>> params = family.init(jnp.zeros(3))
+    >>> family.sample(jax.random.PRNGKey(0), params).shape
+    (3,)
+    >>> print(f"{float(family.entropy(params)):.4f}")  # 3/2 (1 + log 2 pi)
+    4.2568
+    """
+    log_init_scale = math.log(_check_init_scale(init_scale))
+
+    def init(loc: jax.Array) -> MeanFieldParams:
+        loc = jnp.asarray(loc)
+        return MeanFieldParams(loc=loc, log_scale=jnp.full_like(loc, log_init_scale))
+
+    def sample(rng_key: jax.Array, params: MeanFieldParams) -> jax.Array:
+        eps = jax.random.normal(rng_key, params.loc.shape, params.loc.dtype)
+        return params.loc + jnp.exp(params.log_scale) * eps
+
+    def log_prob(params: MeanFieldParams, x: jax.Array) -> jax.Array:
+        z = (x - params.loc) * jnp.exp(-params.log_scale)
+        return -0.5 * jnp.sum(z**2) - jnp.sum(params.log_scale) - 0.5 * x.shape[-1] * _LOG_2PI
+
+    def entropy(params: MeanFieldParams) -> jax.Array:
+        d = params.loc.shape[-1]
+        return jnp.sum(params.log_scale) + 0.5 * d * (1.0 + _LOG_2PI)
+
+    return Family(
+        name="meanfield",
+        init=init,
+        sample=sample,
+        log_prob=log_prob,
+        entropy=entropy,
+        mean=lambda params: params.loc,
+        scale_tril=lambda params: jnp.diag(jnp.exp(params.log_scale)),
+    )
+
+
+def _tril(params: FullRankParams) -> jax.Array:
+    return jnp.tril(params.off_diag, -1) + jnp.diag(jnp.exp(params.log_diag))
+
+
+@functools.cache
+def fullrank(init_scale: float = 0.1) -> Family:
+    """The full-rank Gaussian family, parameterised by a Cholesky factor.
+
+    .. math::
+
+        q(x) = N(x \\mid \\mu, L L^\\top), \\qquad
+        L = \\operatorname{tril}(\\text{off\\_diag}, -1)
+            + \\operatorname{diag}(\\exp(\\text{log\\_diag})),
+
+        H[q] = \\sum_j \\log L_{jj} + \\tfrac{d}{2} (1 + \\log 2\\pi).
+
+    Every real value of the parameters is valid; ``L`` has a positive
+    diagonal, so it is the Cholesky factor of the covariance.
+
+    Parameters
+    ----------
+    init_scale
+        Standard deviation of every coordinate at initialisation (``L`` starts
+        as ``init_scale * I``).
+
+    Returns
+    -------
+    Family
+        With parameters :class:`FullRankParams`. Calls with the same
+        ``init_scale`` return the same object, so compiled fits are reused.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice.vi import fullrank
+    >>> family = fullrank(init_scale=2.0)
+    >>> params = family.init(jnp.zeros(2))._replace(off_diag=jnp.array([[0.0, 0.0], [1.0, 0.0]]))
+    >>> family.scale_tril(params)
+    Array([[2., 0.],
+           [1., 2.]], dtype=float32)
+    """
+    log_init_scale = math.log(_check_init_scale(init_scale))
+
+    def init(loc: jax.Array) -> FullRankParams:
+        loc = jnp.asarray(loc)
+        d = loc.shape[-1]
+        return FullRankParams(
+            loc=loc,
+            log_diag=jnp.full_like(loc, log_init_scale),
+            off_diag=jnp.zeros((d, d), loc.dtype),
+        )
+
+    def sample(rng_key: jax.Array, params: FullRankParams) -> jax.Array:
+        eps = jax.random.normal(rng_key, params.loc.shape, params.loc.dtype)
+        return params.loc + _tril(params) @ eps
+
+    def log_prob(params: FullRankParams, x: jax.Array) -> jax.Array:
+        z = jax.scipy.linalg.solve_triangular(_tril(params), x - params.loc, lower=True)
+        return -0.5 * jnp.sum(z**2) - jnp.sum(params.log_diag) - 0.5 * x.shape[-1] * _LOG_2PI
+
+    def entropy(params: FullRankParams) -> jax.Array:
+        d = params.loc.shape[-1]
+        return jnp.sum(params.log_diag) + 0.5 * d * (1.0 + _LOG_2PI)
+
+    return Family(
+        name="fullrank",
+        init=init,
+        sample=sample,
+        log_prob=log_prob,
+        entropy=entropy,
+        mean=lambda params: params.loc,
+        scale_tril=_tril,
+    )
+
+
+FAMILIES: dict[str, Callable[[], Family]] = {"meanfield": meanfield, "fullrank": fullrank}
+
+
+def get_family(family: str | Family) -> Family:
+    """Resolve ``"meanfield"``, ``"fullrank"`` or a :class:`Family` (checked on the host)."""
+    if isinstance(family, Family):
+        return family
+    if isinstance(family, str) and family in FAMILIES:
+        return FAMILIES[family]()
+    raise ValueError(
+        f"family must be one of {sorted(FAMILIES)} or a sluice.vi.Family, got {family!r}"
+    )
