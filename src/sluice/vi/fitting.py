@@ -35,9 +35,9 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from sluice._checks import check_count
 from sluice._tree import PyTree, path_name
 from sluice.model import Model, as_model
-from sluice._checks import check_count
 from sluice.progress import ChunkProgress
 from sluice.vi.families import Family, get_family
 from sluice.vi.particles import BOUNDS, _bound, _draws
