@@ -42,7 +42,7 @@ _EXTRA_HINT = "install it with: pip install 'sluice[numpyro]'"
 def _require_numpyro() -> Any:
     try:
         import numpyro
-        import numpyro.infer.util  # noqa: F401  (the functions the adapter calls)
+        import numpyro.infer.util
     except ImportError as err:  # pragma: no cover - exercised in an environment without numpyro
         raise ImportError(
             f"sluice.from_numpyro needs NumPyro, which is not installed; {_EXTRA_HINT}"
