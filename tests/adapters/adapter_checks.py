@@ -25,7 +25,6 @@ SAMPLE_DIMS = ("chain", "draw")
 
 def moment_mismatches(ours: xr.Dataset, theirs: xr.Dataset, z: float = Z) -> list[str]:
     """Every (variable, element, moment) whose difference exceeds ``z`` combined MCSEs."""
-    az = import_arviz()
     names = sorted(set(ours.data_vars) & set(theirs.data_vars))
     ours, theirs = ours[names].astype(np.float64), theirs[names].astype(np.float64)
     bad = []
@@ -34,7 +33,7 @@ def moment_mismatches(ours: xr.Dataset, theirs: xr.Dataset, z: float = Z) -> lis
         ("sd", lambda ds: ds.std(SAMPLE_DIMS, ddof=1)),
     ):
         m1, m2 = estimate(ours), estimate(theirs)
-        s1, s2 = az.mcse(ours, method=moment), az.mcse(theirs, method=moment)
+        s1, s2 = _mcse(ours, moment), _mcse(theirs, moment)
         for name in names:
             a, b = np.atleast_1d(m1[name]), np.atleast_1d(m2[name])
             diff = np.abs(a - b)
@@ -45,6 +44,20 @@ def moment_mismatches(ours: xr.Dataset, theirs: xr.Dataset, z: float = Z) -> lis
                     f"|diff| {diff[index]:.3g} > {z} x combined MCSE = {bound[index]:.3g}"
                 )
     return bad
+
+
+def _mcse(ds: xr.Dataset, method: str) -> xr.Dataset:
+    """``az.mcse`` with ArviZ's Numba path off: with Numba installed (PyMC brings it)
+    ArviZ 0.23.4's ``mcse(method="sd")`` calls ``float()`` on a 1-element array,
+    which NumPy >= 2.4 refuses."""
+    az = import_arviz()
+    numba_was_on = bool(az.Numba.numba_flag)
+    az.Numba.disable_numba()
+    try:
+        return az.mcse(ds, method=method)
+    finally:
+        if numba_was_on:
+            az.Numba.enable_numba()
 
 
 def assert_same_posterior(ours: xr.Dataset, theirs: xr.Dataset, z: float = Z) -> None:

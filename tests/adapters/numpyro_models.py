@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import jax.numpy as jnp
-import numpy as np
 import numpyro
 import numpyro.distributions as dist
-
-SCHOOLS_Y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0], np.float32)
-SCHOOLS_SIGMA = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0], np.float32)
+from model_data import DATA, SCHOOLS_SIGMA, SCHOOLS_Y
 
 
 def eight_schools(sigma, y=None):
@@ -48,22 +45,17 @@ def simplex_with_deterministic(counts):
     numpyro.sample("counts", dist.Multinomial(total_count=int(counts.sum()), probs=p), obs=counts)
 
 
-def _data():
-    rng = np.random.default_rng(20240607)
-    x = rng.normal(size=(100, 3)).astype(np.float32)
-    logits = 0.3 + x @ np.array([1.0, -0.5, 0.0])
-    y_logit = (rng.uniform(size=100) < 1 / (1 + np.exp(-logits))).astype(np.float32)
-    num_groups = 5
-    group = np.repeat(np.arange(num_groups), 8).astype(np.int32)
-    a = rng.normal(1.0, 1.0, size=num_groups)
-    y_hier = (a[group] + rng.normal(0.0, 0.7, size=group.shape[0])).astype(np.float32)
-    counts = np.array([12.0, 7.0, 3.0, 18.0], np.float32)
-    return {
-        "eight_schools": (eight_schools, (SCHOOLS_SIGMA,), {"y": SCHOOLS_Y}),
-        "logistic_regression": (logistic_regression, (x,), {"y": y_logit}),
-        "hierarchical": (hierarchical, (group, num_groups), {"y": y_hier}),
-        "simplex_with_deterministic": (simplex_with_deterministic, (counts,), {}),
-    }
-
-
-MODELS = _data()
+MODELS = {
+    "eight_schools": (eight_schools, (SCHOOLS_SIGMA,), {"y": SCHOOLS_Y}),
+    "logistic_regression": (
+        logistic_regression,
+        DATA["logistic_regression"][:1],
+        {"y": DATA["logistic_regression"][1]},
+    ),
+    "hierarchical": (hierarchical, DATA["hierarchical"][:2], {"y": DATA["hierarchical"][2]}),
+    "simplex_with_deterministic": (
+        simplex_with_deterministic,
+        DATA["simplex_with_deterministic"],
+        {},
+    ),
+}

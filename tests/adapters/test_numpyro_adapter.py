@@ -121,24 +121,36 @@ def test_the_moment_check_detects_a_shift_of_a_few_mcse():
 def test_log_density_transform_and_log_likelihood_equal_numpyro(name):
     model, args, kwargs = MODELS[name]
     ours = adapted(name)
-    info = initialize_model(jax.random.PRNGKey(3), model, model_args=args, model_kwargs=kwargs)
     points = [ours.init(jax.random.PRNGKey(k)) for k in range(3)]
-    for theta in points:
-        np.testing.assert_allclose(
-            ours.log_density(theta), -info.potential_fn(theta), rtol=1e-6, atol=1e-6
-        )
-        constrained = info.postprocess_fn(theta)
-        drawn = ours.transform(theta)
-        assert set(drawn) == set(constrained) | _deterministic_names(model, args, kwargs)
-        for key, value in constrained.items():
-            np.testing.assert_allclose(drawn[key], value, rtol=1e-6)
-        expected = numpyro.infer.log_likelihood(
-            model, {k: v[None] for k, v in drawn.items()}, *args, **kwargs
-        )
-        got = ours.log_likelihood(theta)
-        assert got.keys() == expected.keys()
-        for key in expected:
-            np.testing.assert_allclose(got[key], expected[key][0], rtol=1e-6, atol=1e-6)
+    theta = jax.tree.map(lambda *xs: jnp.stack(xs), *points)  # three points, evaluated batched
+
+    @jax.jit
+    def evaluate(theta):
+        # NumPyro's own functions, built inside the trace (one compile, no eager ops)
+        info = initialize_model(jax.random.PRNGKey(3), model, model_args=args, model_kwargs=kwargs)
+        drawn = jax.vmap(ours.transform)(theta)
+        return {
+            "ours": (
+                jax.vmap(ours.log_density)(theta),
+                drawn,
+                jax.vmap(ours.log_likelihood)(theta),
+            ),
+            "numpyro": (
+                -jax.vmap(info.potential_fn)(theta),
+                jax.vmap(info.postprocess_fn)(theta),
+                numpyro.infer.log_likelihood(model, drawn, *args, **kwargs),
+            ),
+        }
+
+    out = evaluate(theta)
+    (ld, drawn, ll), (ref_ld, constrained, ref_ll) = out["ours"], out["numpyro"]
+    np.testing.assert_allclose(ld, ref_ld, rtol=1e-6, atol=1e-6)
+    assert set(drawn) == set(constrained) | _deterministic_names(model, args, kwargs)
+    for key, value in constrained.items():
+        np.testing.assert_allclose(drawn[key], value, rtol=1e-6)
+    assert ll.keys() == ref_ll.keys()
+    for key in ref_ll:
+        np.testing.assert_allclose(ll[key], ref_ll[key], rtol=1e-6, atol=1e-6)
 
 
 def _deterministic_names(model, args, kwargs) -> set[str]:
