@@ -116,6 +116,7 @@ def convert(
     model_kwargs: Mapping[str, Any] | None = None,
     *,
     init_strategy: Callable[..., Any] | None = None,
+    log_likelihood: bool = True,
     dims: Mapping[str, list[str]] | None = None,
     coords: Mapping[str, Any] | None = None,
     name: str | None = None,
@@ -133,6 +134,11 @@ def convert(
         ``init_to_median``, ``init_to_sample``, ``init_to_value(values=...)``,
         ...); default ``init_to_uniform``, as ``numpyro.infer.NUTS``. It is
         applied once per chain with that chain's key.
+    log_likelihood
+        Record the pointwise log-likelihood of each observed site (ArviZ's
+        ``log_likelihood`` group, for LOO and WAIC; ``az.from_numpyro`` adds it
+        by default). It costs one likelihood evaluation and ``num_data``
+        values per draw: turn it off for large data sets.
     dims, coords
         ArviZ dims and coords; they update the dims inferred from the plates
         and the plates' integer coordinates.
@@ -209,7 +215,7 @@ def convert(
         return constrain_fn(prepared, model_args, model_kwargs, theta, return_deterministic=True)
 
     log_likelihood_fn = None
-    if observed:
+    if observed and log_likelihood:
 
         def log_likelihood_fn(theta: dict[str, jax.Array]) -> dict[str, jax.Array]:
             # numpyro.infer.log_likelihood at one point: log_prob of each

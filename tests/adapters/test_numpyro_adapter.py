@@ -202,6 +202,8 @@ def test_dims_and_coords_come_from_plates_and_can_be_overridden():
         eight_schools, (SCHOOLS_SIGMA,), {"y": SCHOOLS_Y}, coords={"school": names}, name="8s"
     )
     assert list(labelled.coords["school"]) == names and labelled.name == "8s"
+    quiet = convert(eight_schools, (SCHOOLS_SIGMA,), {"y": SCHOOLS_Y}, log_likelihood=False)
+    assert quiet.log_likelihood is None and quiet.observed_data is not None
     assert adapted("logistic_regression").dims == {"y": ["obs"]}
     np.testing.assert_array_equal(adapted("eight_schools").observed_data["y"], SCHOOLS_Y)
 
