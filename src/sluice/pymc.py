@@ -123,7 +123,7 @@ def from_pymc(
     >>> with pm.Model(coords={"obs": range(5)}) as normal_mean:
     ...     mu = pm.Normal("mu", 0.0, 10.0)
     ...     sigma = pm.HalfNormal("sigma", 5.0)
-    ...     pm.Normal("y", mu, sigma, observed=[0.3, -1.2, 0.8, 1.9, 0.1], dims="obs")
+    ...     y = pm.Normal("y", mu, sigma, observed=[0.3, -1.2, 0.8, 1.9, 0.1], dims="obs")
     >>> model = sluice.from_pymc(normal_mean)
     >>> run = sluice.sample(model, chains=2, warmup=200, draws=200, progress=False)
     >>> sorted(run.draws), run.draws["sigma"].shape, run.log_likelihood["y"].shape

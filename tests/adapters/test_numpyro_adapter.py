@@ -6,7 +6,11 @@ and data, converted with ``az.from_numpyro``.
 
 from __future__ import annotations
 
+import doctest
 import functools
+import importlib
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -278,3 +282,51 @@ def test_importing_sluice_imports_neither_numpyro_nor_pymc():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- the docs ------------------------------------------------------------------------------
+def _doc_blocks() -> list[str]:
+    path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+@pytest.mark.slow
+def test_the_docs_numpyro_examples_run_as_written(monkeypatch):
+    """The python blocks of docs/adapters.md up to the PyMC section, then the Zarr one."""
+    _export_adapters(monkeypatch)
+    blocks = _doc_blocks()
+    assert len(blocks) >= 6
+    namespace: dict = {}
+    for block in blocks:
+        if "pymc" in block or "idata_pymc" in block or "idata_sluice_pymc" in block:
+            continue  # run by tests/adapters/test_pymc_adapter.py where PyMC is installed
+        exec(compile(block, "docs/adapters.md", "exec"), namespace)
+    assert namespace["run"].info.num_chunks == 10
+    assert namespace["idata_sluice"].posterior["theta"].shape == (4, 1000, 8)
+
+
+def _export_adapters(monkeypatch) -> None:
+    """Until sluice/__init__.py exports the adapters (see the strict xfail below)."""
+    import sluice.numpyro
+    import sluice.pymc
+
+    monkeypatch.setattr(sluice, "from_numpyro", sluice.numpyro.from_numpyro, raising=False)
+    monkeypatch.setattr(sluice, "from_pymc", sluice.pymc.from_pymc, raising=False)
+
+
+@pytest.mark.xfail(strict=True, reason="the lead exports them from sluice/__init__.py")
+def test_sluice_exports_the_adapters():
+    import sluice.numpyro
+    import sluice.pymc
+
+    assert sluice.from_numpyro is sluice.numpyro.from_numpyro
+    assert sluice.from_pymc is sluice.pymc.from_pymc
+
+
+@pytest.mark.parametrize("module", ["sluice.numpyro"])
+def test_docstring_examples_run(module, monkeypatch):
+    _export_adapters(monkeypatch)
+    result = doctest.testmod(
+        importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE
+    )
+    assert result.attempted > 0 and result.failed == 0
