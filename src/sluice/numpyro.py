@@ -290,7 +290,8 @@ def _check_structure(trace: Mapping[str, Any], label: str) -> None:
             raise ValueError(
                 f"latent site {site_name!r} of NumPyro model {label!r} is discrete "
                 f"({type(fn).__name__}); sluice samples continuous parameters with gradient-"
-                "based kernels. Marginalise it out by hand (e.g. a mixture with "
+                "based kernels, and NumPyro's automatic enumeration of discrete sites is not "
+                "supported. Marginalise it out by hand (e.g. a mixture with "
                 "dist.MixtureSameFamily or a logsumexp factor) or observe it."
             )
         latent.append(site_name)
