@@ -8,7 +8,10 @@ own) with the same chains, warmup and draws, and reports:
 * ``compile s``: the part of it JAX spent compiling (JAX's own compile events);
 * ``draws s``: wall time of the sampling phase alone (after warmup), less any
   compiling in it (NumPyro compiles its sampling loop when ``run`` starts;
-  sluice compiles one program for warmup and draws before warmup);
+  sluice compiles one program for warmup and draws before warmup). With
+  ``numpyro-seq`` this is optimistic: NumPyro compiles again for every chain,
+  and JAX runs one chain while Python compiles the next, so compile time that
+  overlapped sampling is subtracted too — compare its ``total s``;
 * ``min ESS``: the smallest bulk ESS over every element of every latent site
   (ArviZ, the same call for both);
 * ``ESS/s``: min ESS per second of the sampling phase, and per second of total;
