@@ -1,0 +1,245 @@
+"""Sample a PyMC model with sluice: :func:`from_pymc`.
+
+The adapter goes through PyMC's own JAX export (``pymc.sampling.jax``), the
+path ``pm.sample(nuts_sampler="numpyro" | "blackjax")`` takes, and hands sluice
+pure functions of ONE unconstrained point — a dict ``{value variable name:
+array}`` of PyMC's transformed value variables (``tau_log__``, ...):
+
+* the log density is the model's joint log-probability of the value variables
+  (``model.logp()``: priors, likelihood, potentials and the transforms'
+  log-Jacobians);
+* the recorded draws are the model's free variables in their own (constrained)
+  space and its deterministics, named as in ``pm.sample``'s posterior;
+* the pointwise log-likelihood of each observed variable is
+  ``model.logp(model.observed_RVs, sum=False)``, the values
+  ``pm.compute_log_likelihood`` records;
+* chains start as ``pm.sample``'s default ``init="jitter+adapt_diag"`` starts
+  them: the model's initial point (its support points) with ``U(-1, 1)``
+  jitter in unconstrained space, redrawn (at most 10 times) until the log
+  density is finite — computed in JAX from each chain's key;
+* ArviZ dims and coords, and the observed data, are PyMC's own
+  (``pymc.backends.arviz``).
+
+PyTensor's JAX backend turns ``jax_enable_x64`` on when
+``pytensor.config.floatX`` is ``"float64"`` (PyMC's default) as soon as it is
+imported; sluice leaves that as PyMC sets it, so an adapted model runs in the
+model's own precision, as ``pm.sample(nuts_sampler="numpyro")`` does.
+Importing ``pymc.sampling.jax`` also rewrites ``XLA_FLAGS`` to ask for 100 CPU
+devices; sluice imports it with ``XLA_FLAGS`` kept as they were.
+
+This module imports PyMC only when :func:`from_pymc` is called, so that
+``import sluice`` works without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sluice.model import Model
+
+__all__ = ["from_pymc"]
+
+_EXTRA_HINT = "install it with: pip install 'sluice[pymc]'"
+JITTER_MAX_RETRIES = 10  # as pm.sample's default
+
+
+def _require_pymc() -> tuple[Any, Any]:
+    """Import ``pymc`` and ``pymc.sampling.jax``, keeping ``XLA_FLAGS`` unchanged."""
+    flags = os.environ.get("XLA_FLAGS")
+    try:
+        import pymc
+        import pymc.sampling.jax as pymc_jax
+    except ImportError as err:
+        raise ImportError(
+            f"sluice.from_pymc needs PyMC, which is not installed (or failed to import: "
+            f"{err}); {_EXTRA_HINT}"
+        ) from err
+    finally:
+        if flags is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = flags
+    return pymc, pymc_jax
+
+
+def from_pymc(
+    model: Any = None,
+    *,
+    log_likelihood: bool = True,
+    jitter: bool = True,
+    name: str | None = None,
+) -> Model:
+    """A :class:`sluice.Model` for a PyMC model.
+
+    With ``u`` the model's value variables in unconstrained space, ``T`` PyMC's
+    transforms onto each variable's support and ``p`` the joint density of the
+    free and observed variables, sluice samples
+
+    .. math:: \\log \\pi(u) = \\log p(T(u), y) + \\log |\\det J_T(u)|
+
+    and records the free variables ``T(u)`` and the deterministics.
+
+    Parameters
+    ----------
+    model
+        A ``pymc.Model``; default: the model of the enclosing ``with`` block.
+    log_likelihood
+        Record the pointwise log-likelihood of each observed variable (ArviZ's
+        ``log_likelihood`` group, for LOO and WAIC). It costs one evaluation of
+        the likelihood per draw; ``pm.sample`` leaves it out unless asked
+        (``idata_kwargs={"log_likelihood": True}``).
+    jitter
+        Start each chain at the model's initial point plus ``U(-1, 1)`` jitter
+        in unconstrained space (``pm.sample``'s default); ``False`` starts every
+        chain at the initial point itself.
+    name
+        A label for progress bars and stores; default the model's name, or
+        ``"pymc_model"``.
+
+    Returns
+    -------
+    sluice.Model
+        ``transform`` records the free variables and deterministics under their
+        PyMC names; ``observed_data``, ``dims`` and ``coords`` are PyMC's.
+
+    Raises
+    ------
+    ValueError
+        If a free variable is discrete (sluice's kernels need gradients), if the
+        model has no free variable, or if the model is float64 while JAX runs
+        in 32-bit mode.
+    ImportError
+        If PyMC is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, sluice
+    >>> with pm.Model(coords={"obs": range(5)}) as normal_mean:
+    ...     mu = pm.Normal("mu", 0.0, 10.0)
+    ...     sigma = pm.HalfNormal("sigma", 5.0)
+    ...     y = pm.Normal("y", mu, sigma, observed=[0.3, -1.2, 0.8, 1.9, 0.1], dims="obs")
+    >>> model = sluice.from_pymc(normal_mean)
+    >>> run = sluice.sample(model, chains=2, warmup=200, draws=200, progress=False)
+    >>> sorted(run.draws), run.draws["sigma"].shape, run.log_likelihood["y"].shape
+    (['mu', 'sigma'], (2, 200), (2, 200, 5))
+    >>> model.dims
+    {'y': ['obs']}
+    """
+    pm, pymc_jax = _require_pymc()
+    from pymc.backends.arviz import coords_and_dims_for_inferencedata, find_observations
+    from pymc.util import get_default_varnames
+
+    model = pm.modelcontext(model)
+    if not isinstance(model, pm.Model):
+        raise TypeError(f"model must be a pymc.Model, got {model!r}")
+    label = name or model.name or "pymc_model"
+    _check_free_variables(pm, model, label)
+
+    value_vars = list(model.value_vars)
+    names = [v.name for v in value_vars]
+    _check_precision(value_vars, label)
+
+    logp_graph = pymc_jax.get_jaxified_graph(inputs=value_vars, outputs=[model.logp()])
+    recorded = get_default_varnames(model.unobserved_value_vars, include_transformed=False)
+    recorded_names = [v.name for v in recorded]
+    draws_graph = pymc_jax.get_jaxified_graph(inputs=value_vars, outputs=recorded)
+
+    def _args(theta: dict[str, jax.Array]) -> list[jax.Array]:
+        return [theta[n] for n in names]
+
+    def log_density(theta: dict[str, jax.Array]) -> jax.Array:
+        return logp_graph(*_args(theta))[0]
+
+    def transform(theta: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        return dict(zip(recorded_names, draws_graph(*_args(theta)), strict=True))
+
+    log_likelihood_fn = None
+    observed_rvs = list(model.observed_RVs)
+    if log_likelihood and observed_rvs:
+        pointwise = model.logp(observed_rvs, sum=False)
+        ll_graph = pymc_jax.get_jaxified_graph(inputs=value_vars, outputs=pointwise)
+        ll_names = [rv.name for rv in observed_rvs]
+
+        def log_likelihood_fn(theta: dict[str, jax.Array]) -> dict[str, jax.Array]:
+            return dict(zip(ll_names, ll_graph(*_args(theta)), strict=True))
+
+    start = model.initial_point()
+    base = {n: jnp.asarray(start[n]) for n in names}
+    init = _jittered_init(base, log_density, JITTER_MAX_RETRIES) if jitter else base
+
+    coords, dims = coords_and_dims_for_inferencedata(model)
+    observed = {k: np.asarray(v) for k, v in find_observations(model).items()}
+    return Model(
+        log_density=log_density,
+        init=init,
+        transform=transform,
+        log_likelihood=log_likelihood_fn,
+        observed_data=observed or None,
+        dims={k: list(v) for k, v in dims.items()},
+        coords={k: np.asarray(v) for k, v in coords.items()},
+        name=label,
+    )
+
+
+def _jittered_init(
+    base: dict[str, jax.Array],
+    log_density: Callable[[dict[str, jax.Array]], jax.Array],
+    max_retries: int,
+) -> Callable[[jax.Array], dict[str, jax.Array]]:
+    """``init(rng_key)``: ``base`` + U(-1, 1), redrawn until the log density is finite."""
+
+    def draw(key: jax.Array) -> dict[str, jax.Array]:
+        keys = jax.random.split(key, len(base))
+        return {
+            n: x + jax.random.uniform(k, x.shape, x.dtype, -1.0, 1.0)
+            for (n, x), k in zip(base.items(), keys, strict=True)
+        }
+
+    def attempt(carry: tuple) -> tuple:
+        i, key, _, _ = carry
+        key, sub = jax.random.split(key)
+        point = draw(sub)
+        return i + 1, key, point, jnp.isfinite(log_density(point))
+
+    def retry(carry: tuple) -> jax.Array:
+        i, _, _, finite = carry
+        return (i <= max_retries) & ~finite
+
+    @jax.jit
+    def init(rng_key: jax.Array) -> dict[str, jax.Array]:
+        first = attempt((0, rng_key, base, jnp.bool_(False)))
+        return jax.lax.while_loop(retry, attempt, first)[2]
+
+    return init
+
+
+def _check_free_variables(pm: Any, model: Any, label: str) -> None:
+    free = list(model.free_RVs)
+    if not free:
+        raise ValueError(f"PyMC model {label!r} has no free variable to sample")
+    for rv in free:
+        if rv.type.dtype in pm.vartypes.discrete_types:
+            op = type(rv.owner.op).__name__ if rv.owner is not None else "?"
+            raise ValueError(
+                f"free variable {rv.name!r} of PyMC model {label!r} is discrete "
+                f"({op}, dtype {rv.type.dtype}); sluice samples continuous parameters with "
+                "gradient-based kernels. Marginalise it out (e.g. pm.Mixture, or "
+                "pymc_extras.marginalize) or observe it."
+            )
+
+
+def _check_precision(value_vars: Sequence[Any], label: str) -> None:
+    wide = [v.name for v in value_vars if v.type.dtype == "float64"]
+    if wide and not jax.config.jax_enable_x64:
+        raise ValueError(
+            f"PyMC model {label!r} is float64 (value variables {wide}; "
+            "pytensor.config.floatX='float64') but JAX runs in 32-bit mode, which would "
+            "silently round it: call jax.config.update('jax_enable_x64', True) first, or "
+            "build the model with pytensor.config.floatX = 'float32'"
+        )
