@@ -258,3 +258,24 @@ def test_resume_on_another_device_layout(tmp_path, reference):
     )
     for name, values in reference.draws.items():
         np.testing.assert_array_equal(run.draws[name][...], values)
+
+
+def test_dims_and_coords_reach_memory_and_store(tmp_path):
+    import jax.numpy as jnp
+
+    model = sluice.Model(
+        lambda p: -0.5 * jnp.sum(p["theta"] ** 2),
+        {"theta": jnp.zeros(2)},
+        log_likelihood=lambda p: {"y": -0.5 * (p["theta"] - 1.0) ** 2},
+        observed_data={"y": np.ones(2)},
+        dims={"theta": ["school"], "y": ["school"]},
+        coords={"school": ["Choate", "Deerfield"]},
+    )
+    settings = dict(chains=2, warmup=30, draws=20, progress=False)
+    in_memory = sluice.sample(model, **settings).to_arviz()
+    sluice.sample(model, sink=ZarrSink(tmp_path / "run.zarr"), **settings)
+    on_disk = sluice.open(tmp_path / "run.zarr")
+    for idata in (in_memory, on_disk):
+        for group in ("posterior", "log_likelihood", "observed_data"):
+            assert idata[group]["school"].values.tolist() == ["Choate", "Deerfield"], group
+        assert idata.observed_data["y"].dims == ("school",)

@@ -22,6 +22,8 @@ __all__ = [
     "Run",
     "ZarrSink",
     "distributed",
+    "from_numpyro",
+    "from_pymc",
     "hmc",
     "nuts",
     "open",
@@ -30,3 +32,16 @@ __all__ = [
     "stats",
     "vi",
 ]
+
+
+def __getattr__(name: str):
+    # The adapters are imported on first use, so that `import sluice` needs neither library.
+    if name == "from_numpyro":
+        from sluice.numpyro import from_numpyro
+
+        return from_numpyro
+    if name == "from_pymc":
+        from sluice.pymc import from_pymc
+
+        return from_pymc
+    raise AttributeError(f"module 'sluice' has no attribute {name!r}")

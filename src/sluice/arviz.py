@@ -6,25 +6,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["dataset", "import_arviz", "to_inference_data"]
+__all__ = ["constant_dataset", "dataset", "dim_names", "import_arviz", "to_inference_data"]
 
 
 def dataset(values: dict[str, np.ndarray], dims: dict | None, coords: dict | None) -> Any:
     """``{name: (chain, draw, ...)}`` as an xarray Dataset with ArviZ's dims and coords."""
     import xarray as xr
 
-    variables = {}
-    for name, array in values.items():
-        extra = list((dims or {}).get(name, []))
-        extra += [f"{name}_dim_{i}" for i in range(len(extra), array.ndim - 2)]
-        variables[name] = (("chain", "draw", *extra[: array.ndim - 2]), array)
+    variables = {
+        name: (("chain", "draw", *dim_names(name, array.ndim - 2, dims)), array)
+        for name, array in values.items()
+    }
     chain = np.arange(next(iter(values.values())).shape[0]) if values else np.arange(0)
     draw = np.arange(next(iter(values.values())).shape[1]) if values else np.arange(0)
-    ds = xr.Dataset(variables, coords={"chain": chain, "draw": draw})
-    for dim, values_ in (coords or {}).items():
-        if dim in ds.dims:
-            ds = ds.assign_coords({dim: np.asarray(values_)})
-    return ds
+    return _with_coords(xr.Dataset(variables, coords={"chain": chain, "draw": draw}), coords)
 
 
 def import_arviz() -> Any:
@@ -40,7 +35,6 @@ def import_arviz() -> Any:
 
 def to_inference_data(run: Any) -> Any:
     """Posterior, sample_stats and log_likelihood (and observed_data) of a run with draws."""
-    import xarray as xr
 
     az = import_arviz()
 
@@ -52,10 +46,28 @@ def to_inference_data(run: Any) -> Any:
     if run.log_likelihood:
         groups["log_likelihood"] = dataset(run.log_likelihood, model.dims, model.coords)
     if model.observed_data:
-        groups["observed_data"] = xr.Dataset(
-            {
-                name: ([f"{name}_dim_{i}" for i in range(np.ndim(v))], np.asarray(v))
-                for name, v in model.observed_data.items()
-            }
-        )
+        groups["observed_data"] = constant_dataset(model.observed_data, model.dims, model.coords)
     return az.InferenceData(**groups)
+
+
+def dim_names(name: str, ndim: int, dims: dict | None) -> tuple[str, ...]:
+    """The model's dims for ``name``, completed with ArviZ's ``{name}_dim_{i}``."""
+    named = list((dims or {}).get(name, []))[:ndim]
+    return tuple(named + [f"{name}_dim_{i}" for i in range(len(named), ndim)])
+
+
+def constant_dataset(values: dict[str, Any], dims: dict | None, coords: dict | None) -> Any:
+    """Arrays without chain and draw axes (``observed_data``) with the model's dims and coords."""
+    import xarray as xr
+
+    ds = xr.Dataset(
+        {name: (dim_names(name, np.ndim(v), dims), np.asarray(v)) for name, v in values.items()}
+    )
+    return _with_coords(ds, coords)
+
+
+def _with_coords(ds: Any, coords: dict | None) -> Any:
+    for dim, values in (coords or {}).items():
+        if dim in ds.dims:
+            ds = ds.assign_coords({dim: np.asarray(values)})
+    return ds

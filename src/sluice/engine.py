@@ -315,6 +315,7 @@ class Plan:
             draws,
             _layout_groups(flat, kernel, flat.draw_shapes()),
             dims=dict(model.dims or {}),
+            coords=dict(model.coords or {}),
             constant_groups={"observed_data": dict(model.observed_data)}
             if model.observed_data
             else None,

@@ -224,6 +224,8 @@ class FlatModel:
         """A hash of the data values (the hoisted constants), to recognise the same data."""
         digest = hashlib.sha256()
         for leaf in jax.tree.leaves(self.consts):
+            if jnp.issubdtype(getattr(leaf, "dtype", None), jax.dtypes.prng_key):
+                leaf = jax.random.key_data(leaf)  # typed keys have no NumPy form
             array = np.ascontiguousarray(np.asarray(leaf))
             digest.update(f"{array.dtype}{array.shape}".encode())
             digest.update(array.tobytes())

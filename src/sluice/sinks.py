@@ -26,6 +26,7 @@ class Layout:
     num_draws: int
     groups: dict[str, dict[str, tuple[tuple[int, ...], np.dtype]]]
     dims: dict[str, list[str]] | None = None  # ArviZ dims of named quantities
+    coords: dict[str, Any] | None = None  # ArviZ coords: values along named dims
     constant_groups: dict[str, dict[str, Any]] | None = None  # e.g. observed_data
     local_chains: tuple[int, int] | None = None  # [start, stop) of this process's chains
     chains_per_process: int | None = None  # chain slots per process (a store's chunk along chains)

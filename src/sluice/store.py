@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from sluice.arviz import dim_names
 from sluice.sinks import Layout
 
 __all__ = ["COMMIT", "Checkpoint", "StoreError", "StoreWriteError", "ZarrSink", "open_store"]
@@ -134,11 +135,6 @@ def _is_sluice_store(path: Path) -> bool:
 
 def _checkpoint_name(process: int, parity: int) -> str:
     return f"sluice-checkpoint-p{process}-{parity}.npz"
-
-
-def _dims(name: str, ndim: int, dims: dict[str, list[str]] | None) -> tuple[str, ...]:
-    named = list((dims or {}).get(name, []))[:ndim]
-    return tuple(named + [f"{name}_dim_{i}" for i in range(len(named), ndim)])
 
 
 class ZarrSink:
@@ -257,17 +253,28 @@ class ZarrSink:
                     dtype=dtype,
                     fill_value=fill,
                     compressors=self.compressors,
-                    dimension_names=("chain", "draw", *_dims(name, len(shape), layout.dims)),
+                    dimension_names=("chain", "draw", *dim_names(name, len(shape), layout.dims)),
                 )
         for group, values in (layout.constant_groups or {}).items():
             g = root.create_group(group)
             for name, value in values.items():
                 value = np.asarray(value)
                 g.create_array(
-                    name, data=value, dimension_names=_dims(name, value.ndim, layout.dims)
+                    name, data=value, dimension_names=dim_names(name, value.ndim, layout.dims)
                 )
+        self._write_coords(root, layout)
         self._root = root
         self.attach(layout)
+
+    @staticmethod
+    def _write_coords(root: Any, layout: Layout) -> None:
+        """The model's coordinate values (e.g. school names) in every group using their dim."""
+        for dim, values in (layout.coords or {}).items():
+            values = np.asarray(values)
+            for group_name, group in root.groups():
+                used = any(dim in (a.metadata.dimension_names or ()) for _, a in group.arrays())
+                if used and dim not in group:
+                    group.create_array(dim, data=values, dimension_names=(dim,))
 
     @staticmethod
     def _coords(group: Any, chains: int, draws: int) -> None:

@@ -79,18 +79,13 @@ def test_posterior_matches_numpyro_mcmc(name):
     ours, theirs = sluice_run(name).to_arviz(), numpyro_idata(name)
     assert_same_posterior(ours.posterior, theirs.posterior)
     assert_same_structure(ours, theirs, groups=("posterior", "log_likelihood"))
-    # observed data: same names, values and shapes (dims: see the xfail below)
+    # observed data: same names, values and shapes
     assert set(ours.observed_data.data_vars) == set(theirs.observed_data.data_vars)
     for obs in theirs.observed_data.data_vars:
         np.testing.assert_array_equal(ours.observed_data[obs], theirs.observed_data[obs])
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: sluice/arviz.py names observed_data dims y_dim_0, ... instead of "
-    "using model.dims / model.coords (the Zarr store already uses model.dims)",
-)
 def test_observed_data_dims_match_numpyro():
     ours, theirs = sluice_run("eight_schools").to_arviz(), numpyro_idata("eight_schools")
     assert_same_structure(ours, theirs, groups=("observed_data",))
@@ -293,7 +288,6 @@ def _doc_blocks() -> list[str]:
 @pytest.mark.slow
 def test_the_docs_numpyro_examples_run_as_written(monkeypatch):
     """The python blocks of docs/adapters.md up to the PyMC section, then the Zarr one."""
-    _export_adapters(monkeypatch)
     blocks = _doc_blocks()
     assert len(blocks) >= 6
     namespace: dict = {}
@@ -305,16 +299,6 @@ def test_the_docs_numpyro_examples_run_as_written(monkeypatch):
     assert namespace["idata_sluice"].posterior["theta"].shape == (4, 1000, 8)
 
 
-def _export_adapters(monkeypatch) -> None:
-    """Until sluice/__init__.py exports the adapters (see the strict xfail below)."""
-    import sluice.numpyro
-    import sluice.pymc
-
-    monkeypatch.setattr(sluice, "from_numpyro", sluice.numpyro.from_numpyro, raising=False)
-    monkeypatch.setattr(sluice, "from_pymc", sluice.pymc.from_pymc, raising=False)
-
-
-@pytest.mark.xfail(strict=True, reason="the lead exports them from sluice/__init__.py")
 def test_sluice_exports_the_adapters():
     import sluice.numpyro
     import sluice.pymc
@@ -325,7 +309,6 @@ def test_sluice_exports_the_adapters():
 
 @pytest.mark.parametrize("module", ["sluice.numpyro"])
 def test_docstring_examples_run(module, monkeypatch):
-    _export_adapters(monkeypatch)
     result = doctest.testmod(
         importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE
     )

@@ -98,11 +98,6 @@ def test_posterior_matches_pm_sample(name):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: sluice/arviz.py names observed_data dims y_dim_0, ... instead of "
-    "using model.dims / model.coords",
-)
 def test_observed_data_dims_match_pm_sample():
     ours, theirs = sluice_run("eight_schools").to_arviz(), pymc_idata("eight_schools")
     assert_same_structure(ours, theirs, groups=("observed_data",))
@@ -229,19 +224,9 @@ def test_model_from_the_with_block():
 
 
 # -- the docs ------------------------------------------------------------------------------
-def _export_adapters(monkeypatch) -> None:
-    """Until sluice/__init__.py exports the adapters (the lead wires them)."""
-    import sluice.numpyro
-    import sluice.pymc
-
-    monkeypatch.setattr(sluice, "from_numpyro", sluice.numpyro.from_numpyro, raising=False)
-    monkeypatch.setattr(sluice, "from_pymc", sluice.pymc.from_pymc, raising=False)
-
-
 @pytest.mark.slow
 def test_the_docs_pymc_examples_run_as_written(monkeypatch):
     """The set-up block of docs/adapters.md, then its PyMC blocks."""
-    _export_adapters(monkeypatch)
     path = pathlib.Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
     blocks = re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
     pymc_blocks = [b for b in blocks if "pymc" in b]
@@ -255,6 +240,5 @@ def test_the_docs_pymc_examples_run_as_written(monkeypatch):
 def test_docstring_examples_run(monkeypatch):
     import sluice.pymc
 
-    _export_adapters(monkeypatch)
     result = doctest.testmod(sluice.pymc, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
