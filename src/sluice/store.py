@@ -271,7 +271,7 @@ class ZarrSink:
         """The model's coordinate values (e.g. school names) in every group using their dim."""
         for dim, values in (layout.coords or {}).items():
             values = np.asarray(values)
-            for group_name, group in root.groups():
+            for _, group in root.groups():
                 used = any(dim in (a.metadata.dimension_names or ()) for _, a in group.arrays())
                 if used and dim not in group:
                     group.create_array(dim, data=values, dimension_names=(dim,))
