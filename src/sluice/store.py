@@ -274,7 +274,13 @@ class ZarrSink:
             for _, group in root.groups():
                 used = any(dim in (a.metadata.dimension_names or ()) for _, a in group.arrays())
                 if used and dim not in group:
-                    group.create_array(dim, data=values, dimension_names=(dim,))
+                    if values.dtype.kind in "UO":  # variable-length text has a Zarr v3 spec
+                        text = group.create_array(
+                            dim, shape=values.shape, dtype=str, dimension_names=(dim,)
+                        )
+                        text[:] = values.astype(object)
+                    else:
+                        group.create_array(dim, data=values, dimension_names=(dim,))
 
     @staticmethod
     def _coords(group: Any, chains: int, draws: int) -> None:
