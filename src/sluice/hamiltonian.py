@@ -83,6 +83,7 @@ Salmon, Moraes, Dror & Shaw (2011), "Parallel random numbers: as easy as
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -451,22 +452,60 @@ def _nuts(vg, max_depth, threshold, batched, words, state, step_size, inverse_ma
     return (tree.prop_x, tree.scal[..., 0], tree.prop_g), info
 
 
-def _with_batching(one: Callable, many: Callable) -> Callable:
-    """``one(key, state, step_size, imm)``, with ``many`` (leading chain axis) under ``vmap``."""
+def _closure_converted(fn: Callable, example: jax.Array) -> tuple[Callable, list]:
+    """``fn(x)`` as ``(fn_c(x, consts), consts)``: everything ``fn`` closes over made explicit.
+
+    A ``custom_vmap`` rule runs when the enclosing computation is batched,
+    possibly after it was staged out (a ``scan`` body, say): a function the rule
+    closes over must not hold tracers of the trace it was written in. Passing
+    the closure's values (data arrays, often tracers of the engine's ``jit``) as
+    arguments makes them ordinary inputs of the rule.
+    """
+    closed = jax.make_jaxpr(fn)(jax.ShapeDtypeStruct(example.shape, example.dtype))
+    out_tree = jax.tree.structure(jax.eval_shape(fn, example))
+
+    def converted(x, consts):
+        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(closed.jaxpr, consts, x))
+
+    return converted, list(closed.consts)
+
+
+def _batched(one: Callable, many: Callable) -> Callable:
+    """``one(key, state, step_size, imm, consts)``; under ``vmap``, ``many`` on the batch.
+
+    ``many`` takes a leading chain axis on everything but ``consts``; if the
+    consts are batched too (a different model per chain), JAX's default
+    batching of ``one`` is used.
+    """
     fn = custom_vmap(one)
 
     @fn.def_vmap
-    def _rule(axis_size, in_batched, key, state, step_size, inverse_mass_matrix):
-        args = (key, state, step_size, inverse_mass_matrix)
-        args = jax.tree.map(
-            lambda a, b: a if b else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))),
-            args,
-            tuple(in_batched),
-        )
-        out = many(*args)
+    def _rule(axis_size, in_batched, key, state, step_size, inverse_mass_matrix, consts):
+        if any(jax.tree.leaves(in_batched[-1])):
+            out = jax.vmap(one, in_axes=(0, 0, 0, 0, [0 if b else None for b in in_batched[-1]]))(
+                *_broadcast(
+                    axis_size, in_batched[:-1], (key, state, step_size, inverse_mass_matrix)
+                ),
+                consts,
+            )
+        else:
+            out = many(
+                *_broadcast(
+                    axis_size, in_batched[:-1], (key, state, step_size, inverse_mass_matrix)
+                ),
+                consts,
+            )
         return out, jax.tree.map(lambda _: True, out)
 
     return fn
+
+
+def _broadcast(axis_size: int, in_batched: Any, args: tuple) -> tuple:
+    return jax.tree.map(
+        lambda a, b: a if b else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))),
+        args,
+        tuple(in_batched),
+    )
 
 
 def nuts_step(
@@ -517,16 +556,18 @@ def nuts_step(
     """
     if not (isinstance(max_tree_depth, int) and max_tree_depth >= 1):
         raise ValueError(f"max_tree_depth must be a positive int, got {max_tree_depth!r}")
-    vg = jax.value_and_grad(logdensity_fn)
-    settings = (vg, max_tree_depth, float(divergence_threshold))
+    vg, consts = _closure_converted(jax.value_and_grad(logdensity_fn), state[0])
+    settings = (max_tree_depth, float(divergence_threshold))
 
-    def one(key, state, step_size, imm):
-        return _nuts(*settings, False, _key_words(key), state, step_size, imm)
+    def one(key, state, step_size, imm, consts):
+        fn = functools.partial(vg, consts=consts)
+        return _nuts(fn, *settings, False, _key_words(key), state, step_size, imm)
 
-    def many(keys, state, step_size, imm):
-        return _nuts(*settings, True, jax.vmap(_key_words)(keys), state, step_size, imm)
+    def many(keys, state, step_size, imm, consts):
+        fn = functools.partial(vg, consts=consts)
+        return _nuts(fn, *settings, True, jax.vmap(_key_words)(keys), state, step_size, imm)
 
-    return _with_batching(one, many)(rng_key, tuple(state), step_size, inverse_mass_matrix)
+    return _batched(one, many)(rng_key, tuple(state), step_size, inverse_mass_matrix, consts)
 
 
 # -- static HMC --------------------------------------------------------------------
