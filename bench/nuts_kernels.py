@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-import nuts_targets  # noqa: E402
+import nuts_targets
 
 
 def tuned_params(model: str):
@@ -91,7 +91,7 @@ def kernels(fn, max_tree_depth=10):
     )
 
     pot = lambda x: -fn(x)  # noqa: E731
-    vv_init, vv_update = velocity_verlet(pot, euclidean_kinetic_energy)
+    _, vv_update = velocity_verlet(pot, euclidean_kinetic_energy)
 
     def numpyro_step(key, state, eps, imm):
         x, logp, g = state
@@ -166,7 +166,7 @@ def main():
         names = list(ks)[rep % len(ks) :] + list(ks)[: rep % len(ks)]
         for name in names:
             floors.append(floor_seconds(fn, x, batch))
-            dt, dc, (_, n) = _time(lambda: compiled[name](keys, state))
+            dt, dc, (_, n) = _time(lambda f=compiled[name]: f(keys, state))
             grads[name] = int(np.sum(n))
             wall[name].append(dt / grads[name])
             cpu[name].append(dc / grads[name])
