@@ -35,6 +35,7 @@ __all__ = [
     "Kernel",
     "KernelParams",
     "KernelState",
+    "choose_chain_method",
     "get_kernel",
     "hmc",
     "kernel_from_config",
@@ -223,3 +224,61 @@ def kernel_from_config(config: dict[str, Any]) -> Kernel:
     """The inverse of :func:`kernel_to_config`."""
     settings = dict(config)
     return get_kernel(settings.pop("name"), **settings)
+
+
+# -- sequential or vectorized chains ---------------------------------------------
+# Constants of the cost model of choose_chain_method, fitted to the issue-8
+# benchmark on CPU (bench/nuts_chain_method.py): the fixed cost of one gradient
+# evaluation in XLA:CPU operations, in bytes of memory traffic that take as
+# long; NUTS's own traffic per leapfrog step and dimension (about 25 float32
+# passes: position, momentum, gradient, momentum sum, candidate, checkpoints);
+# and how much longer vectorized NUTS chains run than the average chain (they
+# advance in lock step, so each doubling lasts as long as its longest chain).
+_OVERHEAD_BYTES = 64 * 1024
+_BOOKKEEPING_BYTES_PER_DIM = 100
+_LOCKSTEP = {"nuts": 1.5, "hmc": 1.0}
+
+
+def choose_chain_method(
+    flat_model: Any, kernel: Kernel, devices: list[jax.Device], chains_per_device: int
+) -> str:
+    """``"vectorized"`` or ``"sequential"`` chains for ``chain_method="auto"``.
+
+    On accelerators: vectorized. On CPU, a cost model of one leapfrog step per
+    chain, in bytes of memory traffic, with ``b_1`` and ``b_C`` the bytes one
+    gradient and a ``vmap`` of ``C = chains_per_device`` gradients access (XLA's
+    cost analysis of the lowered, not compiled, gradient), ``o`` the fixed cost
+    of a gradient's operations, ``k = 100 dim`` NUTS's own traffic and ``W``
+    the lock-step factor (1.5 for NUTS, 1 for static HMC)::
+
+        sequential:  o + b_1 + k
+        vectorized:  W (o + b_C + C k) / C
+
+    Vectorized wins when the chains share data that a batched gradient reads
+    once (``b_C << C b_1``: a regression's design matrix) or when a gradient is
+    so small that its fixed cost dominates; sequential wins when every chain's
+    traffic is its own (a high-dimensional Gaussian). The inputs are shapes and
+    a compiler estimate, not timings, so every process of a multi-process run
+    makes the same choice. Measured (issue 8, 4 chains, CPU): vectorized /
+    sequential time 0.42 (logistic 100 x 10), 0.47 (logistic 10,000 x 100),
+    2.5 (10,000-dim Gaussian); the model picks the faster one in all three.
+    """
+    if devices[0].platform != "cpu":
+        return "vectorized"
+    if chains_per_device <= 1:
+        return "sequential"
+    num = chains_per_device
+    point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
+    consts = jax.tree.map(
+        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
+    )
+    batch = jax.ShapeDtypeStruct((num, flat_model.dim), flat_model.dtype)
+    value_and_grad = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
+    one = jax.jit(value_and_grad).lower(consts, point).cost_analysis()
+    many = jax.jit(jax.vmap(value_and_grad, in_axes=(None, 0))).lower(consts, batch).cost_analysis()
+    own = _BOOKKEEPING_BYTES_PER_DIM * flat_model.dim if kernel.name == "nuts" else 0
+    sequential = _OVERHEAD_BYTES + one["bytes accessed"] + own
+    vectorized = (
+        _LOCKSTEP[kernel.name] * (_OVERHEAD_BYTES + many["bytes accessed"] + num * own) / num
+    )
+    return "vectorized" if vectorized < sequential else "sequential"
