@@ -211,20 +211,22 @@ def window_adaptation(
         position, grad = _split(point)
         count = state.count + 1
         n = count.astype(position.dtype)
-        delta = position - state.mean
-        mean = state.mean + delta / n
         if dense_mass:
+            delta = position - state.mean
+            mean = state.mean + delta / n
             m2 = state.m2 + jnp.outer(position - mean, delta)
-        else:
-            m2 = state.m2 + delta * (position - mean)
-        state = state._replace(count=count, mean=mean, m2=m2)
-        if grad is not None and gradient_metric and not dense_mass:
-            gdelta = grad - state.grad_mean
-            grad_mean = state.grad_mean + gdelta / n
-            state = state._replace(
-                grad_mean=grad_mean, grad_m2=state.grad_m2 + gdelta * (grad - grad_mean)
-            )
-        return state
+            return state._replace(count=count, mean=mean, m2=m2)
+        if grad is None or not gradient_metric:
+            grad = state.grad_mean  # kept at zero: no gradient statistics
+        # positions and gradients updated as one (2, dim) array, one operation
+        values = jnp.stack([position, grad])
+        means = jnp.stack([state.mean, state.grad_mean])
+        delta = values - means
+        means = means + delta / n
+        m2s = jnp.stack([state.m2, state.grad_m2]) + delta * (values - means)
+        return state._replace(
+            count=count, mean=means[0], m2=m2s[0], grad_mean=means[1], grad_m2=m2s[1]
+        )
 
     def _end_window(state: AdaptationState) -> AdaptationState:
         n = state.count.astype(state.mean.dtype)
