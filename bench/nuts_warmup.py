@@ -84,6 +84,7 @@ def main():
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--draws", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--feed", default="state", choices=["state", "position"])
     ap.add_argument("--gradient-metric", type=int, default=1)
     ap.add_argument(
@@ -106,7 +107,7 @@ def main():
         grads, depth, params, positions, steps = run_chain(
             fn,
             x0,
-            jax.random.PRNGKey(c),
+            jax.random.PRNGKey(1000 * args.seed + c),
             args.warmup,
             args.draws,
             schedule,
