@@ -33,23 +33,35 @@ def gaussian(dim: int, seed: int = 0):
 
     import sluice
 
-    scales = np.exp(np.random.default_rng(seed).uniform(np.log(0.5), np.log(2.0), dim)).astype(np.float32)
+    scales = np.exp(np.random.default_rng(seed).uniform(np.log(0.5), np.log(2.0), dim)).astype(
+        np.float32
+    )
     scales = jnp.asarray(scales)
-    return sluice.Model(lambda x: -0.5 * jnp.sum((x / scales) ** 2), jnp.zeros(dim, jnp.float32),
-                        name=f"gaussian{dim}")
+    return sluice.Model(
+        lambda x: -0.5 * jnp.sum((x / scales) ** 2),
+        jnp.zeros(dim, jnp.float32),
+        name=f"gaussian{dim}",
+    )
 
 
 def overhead(args: argparse.Namespace) -> dict:
     import sluice
 
     model = gaussian(args.dim)
-    settings = dict(chains=args.chains, warmup=args.warmup, draws=args.draws, chunk_size=args.chunk_size,
-                    seed=1, progress=False, devices=None)
+    settings = dict(
+        chains=args.chains,
+        warmup=args.warmup,
+        draws=args.draws,
+        chunk_size=args.chunk_size,
+        seed=1,
+        progress=False,
+        devices=None,
+    )
     sluice.sample(model, **{**settings, "draws": args.chunk_size})  # compile outside the timings
     times: dict[str, list[float]] = {"memory": [], "zarr": []}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(args.reps):
-            for kind in (("memory", "zarr") if rep % 2 == 0 else ("zarr", "memory")):
+            for kind in ("memory", "zarr") if rep % 2 == 0 else ("zarr", "memory"):
                 sink = "memory" if kind == "memory" else sluice.ZarrSink(Path(tmp) / f"r{rep}.zarr")
                 run = sluice.sample(model, sink=sink, **settings)
                 times[kind].append(run.info.sampling_seconds)
@@ -58,9 +70,14 @@ def overhead(args: argparse.Namespace) -> dict:
     ratios = [z / m for z, m in zip(times["zarr"], times["memory"], strict=True)]
     draw_bytes = args.chains * args.draws * args.dim * 4
     return {
-        "benchmark": "store-overhead", "dim": args.dim, "chains": args.chains, "draws": args.draws,
-        "chunk_size": args.chunk_size, "draw_bytes": draw_bytes,
-        "memory_sampling_s": times["memory"], "zarr_sampling_s": times["zarr"],
+        "benchmark": "store-overhead",
+        "dim": args.dim,
+        "chains": args.chains,
+        "draws": args.draws,
+        "chunk_size": args.chunk_size,
+        "draw_bytes": draw_bytes,
+        "memory_sampling_s": times["memory"],
+        "zarr_sampling_s": times["zarr"],
         "median_ratio_zarr_over_memory": statistics.median(ratios),
         "zarr_write_MB_per_s": draw_bytes / 1e6 / statistics.median(times["zarr"]),
     }
@@ -72,15 +89,28 @@ def big_child(args: argparse.Namespace) -> dict:
     model = gaussian(args.dim)
     out = Path(args.out)
     t0 = time.perf_counter()
-    run = sluice.sample(model, chains=args.chains, warmup=args.warmup, draws=args.draws,
-                        chunk_size=args.chunk_size, seed=2, sink=sluice.ZarrSink(out, overwrite=True),
-                        progress=args.progress)
+    run = sluice.sample(
+        model,
+        chains=args.chains,
+        warmup=args.warmup,
+        draws=args.draws,
+        chunk_size=args.chunk_size,
+        seed=2,
+        sink=sluice.ZarrSink(out, overwrite=True),
+        progress=args.progress,
+    )
     wall = time.perf_counter() - t0
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     return {
-        "benchmark": "store-big", "dim": args.dim, "chains": args.chains, "draws": args.draws,
-        "chunk_size": run.info.chunk_size, "draw_bytes": args.chains * args.draws * args.dim * 4,
-        "store_bytes": size, "wall_s": wall, "warmup_s": run.info.warmup_seconds,
+        "benchmark": "store-big",
+        "dim": args.dim,
+        "chains": args.chains,
+        "draws": args.draws,
+        "chunk_size": run.info.chunk_size,
+        "draw_bytes": args.chains * args.draws * args.dim * 4,
+        "store_bytes": size,
+        "wall_s": wall,
+        "warmup_s": run.info.warmup_seconds,
         "sampling_s": run.info.sampling_seconds,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "ram_bytes": _ram_bytes(),
@@ -97,8 +127,21 @@ def _ram_bytes() -> int:
 
 
 def big(args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "big-child", "--dim", str(args.dim), "--chains", str(args.chains),
-           "--draws", str(args.draws), "--warmup", str(args.warmup), "--out", args.out]
+    cmd = [
+        sys.executable,
+        __file__,
+        "big-child",
+        "--dim",
+        str(args.dim),
+        "--chains",
+        str(args.chains),
+        "--draws",
+        str(args.draws),
+        "--warmup",
+        str(args.warmup),
+        "--out",
+        args.out,
+    ]
     if args.chunk_size:
         cmd += ["--chunk-size", str(args.chunk_size)]
     try:
@@ -110,7 +153,9 @@ def big(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=["overhead", "big", "big-child"])
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--chains", type=int, default=4)
@@ -127,7 +172,11 @@ def main() -> None:
         args.draws, args.chunk_size = args.draws or 2000, args.chunk_size or 200
         result = overhead(args)
     else:
-        args.dim, args.warmup, args.draws = args.dim or 50_000, args.warmup or 200, args.draws or 40_000
+        args.dim, args.warmup, args.draws = (
+            args.dim or 50_000,
+            args.warmup or 200,
+            args.draws or 40_000,
+        )
         result = big_child(args) if args.what == "big-child" else big(args)
     print(json.dumps(result))
 

@@ -1,11 +1,38 @@
-"""Stan-style window adaptation of step size and mass matrix, as pure functions.
+"""Window adaptation of step size and mass matrix (Stan's scheme, shorter early windows).
 
-The schedule (Stan's, as in the Stan reference manual §15.2): an initial fast
-buffer (step size only), slow windows that double in length (step size and
-mass matrix; the mass matrix is re-estimated and the step size re-initialised
-at the end of each), and a terminal fast buffer. Defaults 75 / 25 / 50; when
-they do not fit, 15 % / 75 % / 10 %; under 20 warmup steps only the step size
-is adapted.
+The schedule has Stan's shape (Stan reference manual, "HMC algorithm
+parameters"): an initial fast buffer (step size only), slow windows that
+double in length (the mass matrix is re-estimated and the step size
+re-initialised at the end of each), and a terminal fast buffer. Stan's
+defaults are 75 / 25 / 50; sluice's are 10 / 10 / 50, so that a first
+estimate of the metric is in use after 20 iterations instead of 100. With an
+identity metric on a badly scaled posterior every early iteration costs up to
+``2**max_tree_depth`` gradients, and on the issue-8 benchmark (a 10,000-dim
+Gaussian with scales over two decades) the first 100 iterations were most of
+the warmup's gradients. The windows are then 10, 20, 40, ... long and the last
+one is stretched to the terminal buffer, so the final metric comes from a
+longer window than Stan's (630 iterations instead of 450 for a warmup of
+1000). When the buffers do not fit, 15 % / 75 % / 10 %; under 20 warmup
+iterations only the step size is adapted.
+
+Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
+§3.2; ``t0 = 10``, ``gamma = 0.05``, ``kappa = 0.75``), restarted at
+``mu = log(10 eps)`` after each window with ``eps`` from Stan's
+``init_stepsize`` heuristic.
+
+Metric, at the end of a window of ``n`` draws:
+
+* diagonal, given the draws' gradients (``update`` receives kernel states):
+  ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))``, the diagonal that minimises the
+  sample Fisher divergence between the whitened posterior and a standard
+  normal (Seyboldt, Carlson & Carpenter 2026). It is exact for a Gaussian
+  whatever the draws (``g = -Sigma^{-1} (x - mu)``), so even a short window of
+  transient draws gives a good first metric; on 114 posteriordb models it beat
+  the variance estimator by a median factor of 1.3 in ESS per gradient;
+* diagonal, given positions only: the draws' variance (Stan);
+* dense: the draws' covariance (Stan);
+
+each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``.
 
 Everything here is written for one chain and one warmup step so that the
 engine can scan over steps in chunks and batch over chains. The schedule is a
@@ -14,8 +41,10 @@ window ends, so a warmup of any length compiles once.
 
 References
 ----------
-Hoffman & Gelman (2014), "The No-U-Turn Sampler", §3.2 (dual averaging).
+Hoffman & Gelman (2014), "The No-U-Turn Sampler", JMLR 15, §3.2 (dual averaging).
 Stan Development Team, Stan Reference Manual, "HMC algorithm parameters".
+Seyboldt, Carlson & Carpenter (2026), "Preconditioning Hamiltonian Monte Carlo
+by minimizing Fisher divergence", arXiv:2603.18845.
 """
 
 from __future__ import annotations
@@ -46,9 +75,16 @@ class Schedule(NamedTuple):
 
 
 def window_schedule(
-    num_warmup: int, initial_buffer: int = 75, first_window: int = 25, final_buffer: int = 50
+    num_warmup: int, initial_buffer: int = 10, first_window: int = 10, final_buffer: int = 50
 ) -> Schedule:
-    """Stan's adaptation windows for ``num_warmup`` steps."""
+    """Adaptation windows for ``num_warmup`` steps (Stan's rule; Stan's sizes are 75 / 25 / 50).
+
+    Examples
+    --------
+    >>> s = window_schedule(1000)
+    >>> int(s.slow_start), int(s.slow_end), [int(e) for e in s.window_ends if e >= 0]
+    (10, 950, [19, 39, 79, 159, 319, 949])
+    """
     ends: list[int] = []
     if num_warmup < 20:
         start = end = num_warmup
@@ -87,17 +123,23 @@ class AdaptationState(NamedTuple):
     count: jax.Array  # () int32: draws in the current slow window
     mean: jax.Array  # (dim,) float: Welford mean of the current window
     m2: jax.Array  # (dim,) or (dim, dim) float: Welford sum of squares / co-moments
+    grad_mean: jax.Array  # (dim,) float: Welford mean of the gradients (diagonal metric)
+    grad_m2: jax.Array  # (dim,) float: Welford sum of squares of the gradients
     inverse_mass_matrix: jax.Array  # (dim,) or (dim, dim) float: metric in use
 
 
 class WindowAdaptation(NamedTuple):
     """Dual averaging for the step size, windowed Welford for the metric.
 
-    ``init(position, step_size) -> state``;
-    ``update(state, t, schedule, position, acceptance_rate) -> (state, window_ended)``;
+    ``init(point, step_size) -> state``;
+    ``update(state, t, schedule, point, acceptance_rate) -> (state, window_ended)``;
     ``restart(state, step_size) -> state`` after a window end (new step size);
     ``params(state) -> (step_size, inverse_mass_matrix)`` to use at the next step;
     ``final(state) -> (step_size, inverse_mass_matrix)`` for sampling.
+
+    ``point`` is the chain's kernel state (a ``KernelState``: position and
+    log-density gradient) or its position alone; with the gradient, a diagonal
+    metric is estimated from positions and gradients (module docstring).
     """
 
     init: Callable
@@ -107,16 +149,29 @@ class WindowAdaptation(NamedTuple):
     final: Callable
 
 
+def _split(point) -> tuple[jax.Array, jax.Array | None]:
+    """``(position, gradient or None)`` of a position array or a kernel state."""
+    if hasattr(point, "logdensity_grad"):
+        return point.position, point.logdensity_grad
+    return point, None
+
+
 def window_adaptation(
     target_accept: float = 0.8,
     dense_mass: bool = False,
     t0: float = 10.0,
     gamma: float = 0.05,
     kappa: float = 0.75,
+    gradient_metric: bool = True,
 ) -> WindowAdaptation:
-    """Stan's window adaptation for one chain (see the module docstring)."""
+    """Window adaptation for one chain (see the module docstring).
 
-    def init(position: jax.Array, step_size: jax.Array) -> AdaptationState:
+    ``gradient_metric=False`` keeps Stan's variance estimator even when the
+    gradients are given.
+    """
+
+    def init(point, step_size: jax.Array) -> AdaptationState:
+        position, _ = _split(point)
         dim = position.shape[0]
         dtype = position.dtype
         eye = jnp.ones(dim, dtype) if not dense_mass else jnp.eye(dim, dtype=dtype)
@@ -130,6 +185,8 @@ def window_adaptation(
             count=jnp.int32(0),
             mean=jnp.zeros(dim, dtype),
             m2=jnp.zeros_like(eye),
+            grad_mean=jnp.zeros(dim, dtype),
+            grad_m2=jnp.zeros(dim, dtype),
             inverse_mass_matrix=eye,
         )
 
@@ -150,31 +207,48 @@ def window_adaptation(
             avg_error=avg_error.astype(dtype),
         )
 
-    def _welford(state: AdaptationState, position: jax.Array) -> AdaptationState:
+    def _welford(state: AdaptationState, point) -> AdaptationState:
+        position, grad = _split(point)
         count = state.count + 1
-        delta = position - state.mean
-        mean = state.mean + delta / count.astype(position.dtype)
+        n = count.astype(position.dtype)
         if dense_mass:
+            delta = position - state.mean
+            mean = state.mean + delta / n
             m2 = state.m2 + jnp.outer(position - mean, delta)
-        else:
-            m2 = state.m2 + delta * (position - mean)
-        return state._replace(count=count, mean=mean, m2=m2)
+            return state._replace(count=count, mean=mean, m2=m2)
+        if grad is None or not gradient_metric:
+            grad = state.grad_mean  # kept at zero: no gradient statistics
+        # positions and gradients updated as one (2, dim) array, one operation
+        values = jnp.stack([position, grad])
+        means = jnp.stack([state.mean, state.grad_mean])
+        delta = values - means
+        means = means + delta / n
+        m2s = jnp.stack([state.m2, state.grad_m2]) + delta * (values - means)
+        return state._replace(
+            count=count, mean=means[0], m2=m2s[0], grad_mean=means[1], grad_m2=m2s[1]
+        )
 
     def _end_window(state: AdaptationState) -> AdaptationState:
         n = state.count.astype(state.mean.dtype)
-        covariance = state.m2 / jnp.maximum(n - 1.0, 1.0)
-        # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
-        shrunk = (n / (n + 5.0)) * covariance
+        estimate = state.m2 / jnp.maximum(n - 1.0, 1.0)  # the draws' (co)variance
         if dense_mass:
-            shrunk = shrunk + 1e-3 * (5.0 / (n + 5.0)) * jnp.eye(
-                state.mean.shape[0], dtype=shrunk.dtype
-            )
+            regulariser = jnp.eye(state.mean.shape[0], dtype=estimate.dtype)
         else:
-            shrunk = shrunk + 1e-3 * (5.0 / (n + 5.0))
+            regulariser = 1.0
+            if gradient_metric:
+                # sqrt(var(x) / var(g)) where the gradients were recorded and vary
+                # (the (n - 1) normalisations cancel); the variance elsewhere.
+                has_grad = state.grad_m2 > 0
+                fisher = jnp.sqrt(state.m2 / jnp.where(has_grad, state.grad_m2, 1.0))
+                estimate = jnp.where(has_grad, fisher, estimate)
+        # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
+        shrunk = (n / (n + 5.0)) * estimate + 1e-3 * (5.0 / (n + 5.0)) * regulariser
         return state._replace(
             count=jnp.int32(0),
             mean=jnp.zeros_like(state.mean),
             m2=jnp.zeros_like(state.m2),
+            grad_mean=jnp.zeros_like(state.grad_mean),
+            grad_m2=jnp.zeros_like(state.grad_m2),
             inverse_mass_matrix=shrunk.astype(state.mean.dtype),
         )
 
@@ -182,12 +256,12 @@ def window_adaptation(
         state: AdaptationState,
         t: jax.Array,
         schedule: Schedule,
-        position: jax.Array,
+        point,
         acceptance_rate: jax.Array,
     ) -> tuple[AdaptationState, jax.Array]:
         state = _dual_averaging(state, acceptance_rate)
         in_slow = (t >= schedule.slow_start) & (t < schedule.slow_end)
-        state = jax.lax.cond(in_slow, _welford, lambda s, _: s, state, position)
+        state = jax.lax.cond(in_slow, _welford, lambda s, _: s, state, point)
         window_ended = jnp.any(t == schedule.window_ends)
         state = jax.lax.cond(window_ended, _end_window, lambda s: s, state)
         return state, window_ended

@@ -8,12 +8,13 @@ A kernel is a frozen, hashable description (its settings) with pure methods:
   sample statistics under ArviZ's names;
 * ``adaptation()`` returns the warmup scheme (:mod:`sluice.adaptation`).
 
-Transitions come from BlackJAX (multinomial iterative NUTS, static HMC); the
-warmup is sluice's own (:mod:`sluice.adaptation`) so that it runs in compiled
-chunks with progress, and stores no per-step trace. BlackJAX is imported when
-a kernel is first traced, not with sluice: importing it starts a JAX backend,
-and ``sluice.distributed.initialize()`` must be able to run after
-``import sluice``.
+The transitions are sluice's own (:mod:`sluice.hamiltonian`): an iterative
+multinomial NUTS and static HMC written for the chunk engine (no copy of the
+trajectory per step, inline random numbers, and a batched implementation for
+vectorized chains). They follow BlackJAX's and NumPyro's NUTS in distribution
+and cost fewer operations per gradient; ``bench/nuts_kernels.py`` measures
+this. The warmup is sluice's own too (:mod:`sluice.adaptation`), so that it
+runs in compiled chunks with progress and stores no per-step trace.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from sluice import hamiltonian
 from sluice.adaptation import WindowAdaptation, window_adaptation
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "Kernel",
     "KernelParams",
     "KernelState",
+    "choose_chain_method",
     "get_kernel",
     "hmc",
     "kernel_from_config",
@@ -42,7 +45,7 @@ __all__ = [
 
 
 class KernelState(NamedTuple):
-    """State of an HMC-family chain (the fields of BlackJAX's ``HMCState``)."""
+    """State of an HMC-family chain: a position, its log-density and gradient."""
 
     position: jax.Array  # (dim,) float
     logdensity: jax.Array  # () float
@@ -81,45 +84,14 @@ class _HMCFamily:
     ) -> tuple[jax.Array, jax.Array]:
         """Stan's ``init_stepsize`` heuristic: double or halve until one leapfrog
         step's acceptance crosses 0.8. Returns ``(step_size, num_gradients)``."""
-        import blackjax.mcmc.integrators as bj_integrators
-        import blackjax.mcmc.metrics as bj_metrics
-
-        metric = bj_metrics.default_metric(params.inverse_mass_matrix)
-        integrator = bj_integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
-        log_target = jnp.log(0.8)
-
-        def delta_h(i: jax.Array, step_size: jax.Array) -> jax.Array:
-            momentum = metric.sample_momentum(jax.random.fold_in(rng_key, i), state.position)
-            start = bj_integrators.IntegratorState(
-                state.position, momentum, state.logdensity, state.logdensity_grad
-            )
-            end = integrator(start, step_size)
-            h0 = -state.logdensity + metric.kinetic_energy(momentum)
-            h1 = -end.logdensity + metric.kinetic_energy(end.momentum)
-            return jnp.where(jnp.isfinite(h1), h0 - h1, -jnp.inf)
-
-        step_size = params.step_size
-        first = delta_h(0, step_size)
-        direction = jnp.where(first > log_target, 1.0, -1.0).astype(step_size.dtype)
-
-        def cond(carry: Any) -> jax.Array:
-            i, eps, dh = carry
-            crossed = jnp.where(direction > 0, dh <= log_target, dh >= log_target)
-            return (~crossed) & (i < 100) & (eps > 1e-8) & (eps < 1e7)
-
-        def body(carry: Any) -> Any:
-            i, eps, _ = carry
-            eps = eps * jnp.where(direction > 0, 2.0, 0.5).astype(eps.dtype)
-            return i + 1, eps, delta_h(i, eps)
-
-        # Like Stan, keep the first size at which the acceptance crossed 0.8.
-        i, eps, _ = jax.lax.while_loop(cond, body, (jnp.int32(1), step_size, first))
-        return eps, i
+        return hamiltonian.find_step_size(
+            rng_key, state, logdensity_fn, params.step_size, params.inverse_mass_matrix
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class NUTS(_HMCFamily):
-    """The No-U-Turn sampler (multinomial, iterative; BlackJAX's transition).
+    """The No-U-Turn sampler (multinomial, iterative; :func:`sluice.hamiltonian.nuts_step`).
 
     Parameters
     ----------
@@ -151,33 +123,31 @@ class NUTS(_HMCFamily):
     def step(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[KernelState, dict[str, jax.Array]]:
-        import blackjax.mcmc.nuts as bj_nuts
-
-        kernel = bj_nuts.build_kernel(divergence_threshold=self.divergence_threshold)
-        state, info = kernel(
+        (position, logdensity, grad), info = hamiltonian.nuts_step(
             rng_key,
             state,
             logdensity_fn,
             params.step_size,
             params.inverse_mass_matrix,
-            self.max_tree_depth,
+            max_tree_depth=self.max_tree_depth,
+            divergence_threshold=self.divergence_threshold,
         )
-        state = KernelState(*state)
+        state = KernelState(position, logdensity, grad)
         stats = {
-            "lp": state.logdensity,
-            "acceptance_rate": info.acceptance_rate,
-            "step_size": params.step_size,
-            "tree_depth": jnp.asarray(info.num_trajectory_expansions, jnp.int32),
-            "n_steps": jnp.asarray(info.num_integration_steps, jnp.int32),
-            "diverging": info.is_divergent,
-            "energy": info.energy,
+            "lp": logdensity,
+            "acceptance_rate": info["acceptance_rate"],
+            "step_size": jnp.asarray(params.step_size, logdensity.dtype),
+            "tree_depth": info["tree_depth"],
+            "n_steps": info["n_steps"],
+            "diverging": info["diverging"],
+            "energy": info["energy"],
         }
         return state, stats
 
 
 @dataclasses.dataclass(frozen=True)
 class HMC(_HMCFamily):
-    """Static Hamiltonian Monte Carlo with ``num_integration_steps`` leapfrog steps."""
+    """Static HMC with ``num_integration_steps`` leapfrog steps (:func:`sluice.hamiltonian.hmc_step`)."""
 
     num_integration_steps: int = 10
     name = "hmc"
@@ -192,25 +162,23 @@ class HMC(_HMCFamily):
     def step(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[KernelState, dict[str, jax.Array]]:
-        import blackjax.mcmc.hmc as bj_hmc
-
-        kernel = bj_hmc.build_kernel(divergence_threshold=self.divergence_threshold)
-        state, info = kernel(
+        (position, logdensity, grad), info = hamiltonian.hmc_step(
             rng_key,
             state,
             logdensity_fn,
             params.step_size,
             params.inverse_mass_matrix,
-            self.num_integration_steps,
+            num_integration_steps=self.num_integration_steps,
+            divergence_threshold=self.divergence_threshold,
         )
-        state = KernelState(*state)
+        state = KernelState(position, logdensity, grad)
         stats = {
-            "lp": state.logdensity,
-            "acceptance_rate": info.acceptance_rate,
-            "step_size": params.step_size,
-            "n_steps": jnp.asarray(info.num_integration_steps, jnp.int32),
-            "diverging": info.is_divergent,
-            "energy": info.energy,
+            "lp": logdensity,
+            "acceptance_rate": info["acceptance_rate"],
+            "step_size": jnp.asarray(params.step_size, logdensity.dtype),
+            "n_steps": info["n_steps"],
+            "diverging": info["diverging"],
+            "energy": info["energy"],
         }
         return state, stats
 
@@ -256,3 +224,61 @@ def kernel_from_config(config: dict[str, Any]) -> Kernel:
     """The inverse of :func:`kernel_to_config`."""
     settings = dict(config)
     return get_kernel(settings.pop("name"), **settings)
+
+
+# -- sequential or vectorized chains ---------------------------------------------
+# Constants of the cost model of choose_chain_method, fitted to the issue-8
+# benchmark on CPU (bench/nuts_chain_method.py): the fixed cost of one gradient
+# evaluation in XLA:CPU operations, in bytes of memory traffic that take as
+# long; NUTS's own traffic per leapfrog step and dimension (about 25 float32
+# passes: position, momentum, gradient, momentum sum, candidate, checkpoints);
+# and how much longer vectorized NUTS chains run than the average chain (they
+# advance in lock step, so each doubling lasts as long as its longest chain).
+_OVERHEAD_BYTES = 64 * 1024
+_BOOKKEEPING_BYTES_PER_DIM = 100
+_LOCKSTEP = {"nuts": 1.5, "hmc": 1.0}
+
+
+def choose_chain_method(
+    flat_model: Any, kernel: Kernel, devices: list[jax.Device], chains_per_device: int
+) -> str:
+    """``"vectorized"`` or ``"sequential"`` chains for ``chain_method="auto"``.
+
+    On accelerators: vectorized. On CPU, a cost model of one leapfrog step per
+    chain, in bytes of memory traffic, with ``b_1`` and ``b_C`` the bytes one
+    gradient and a ``vmap`` of ``C = chains_per_device`` gradients access (XLA's
+    cost analysis of the lowered, not compiled, gradient), ``o`` the fixed cost
+    of a gradient's operations, ``k = 100 dim`` NUTS's own traffic and ``W``
+    the lock-step factor (1.5 for NUTS, 1 for static HMC)::
+
+        sequential:  o + b_1 + k
+        vectorized:  W (o + b_C + C k) / C
+
+    Vectorized wins when the chains share data that a batched gradient reads
+    once (``b_C << C b_1``: a regression's design matrix) or when a gradient is
+    so small that its fixed cost dominates; sequential wins when every chain's
+    traffic is its own (a high-dimensional Gaussian). The inputs are shapes and
+    a compiler estimate, not timings, so every process of a multi-process run
+    makes the same choice. Measured (issue 8, 4 chains, CPU): vectorized /
+    sequential time 0.42 (logistic 100 x 10), 0.47 (logistic 10,000 x 100),
+    2.5 (10,000-dim Gaussian); the model picks the faster one in all three.
+    """
+    if devices[0].platform != "cpu":
+        return "vectorized"
+    if chains_per_device <= 1:
+        return "sequential"
+    num = chains_per_device
+    point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
+    consts = jax.tree.map(
+        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
+    )
+    batch = jax.ShapeDtypeStruct((num, flat_model.dim), flat_model.dtype)
+    value_and_grad = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
+    one = jax.jit(value_and_grad).lower(consts, point).cost_analysis()
+    many = jax.jit(jax.vmap(value_and_grad, in_axes=(None, 0))).lower(consts, batch).cost_analysis()
+    own = _BOOKKEEPING_BYTES_PER_DIM * flat_model.dim if kernel.name == "nuts" else 0
+    sequential = _OVERHEAD_BYTES + one["bytes accessed"] + own
+    vectorized = (
+        _LOCKSTEP[kernel.name] * (_OVERHEAD_BYTES + many["bytes accessed"] + num * own) / num
+    )
+    return "vectorized" if vectorized < sequential else "sequential"
