@@ -103,7 +103,7 @@ class ChunkProgram:
         logdensity = self._logdensity(consts)
         adapt = self.kernel.adaptation()
         kstate = self.kernel.init(position, logdensity)
-        astate = adapt.init(position, self.kernel.initial_step_size)
+        astate = adapt.init(kstate, self.kernel.initial_step_size)
         params = KernelParams(*adapt.params(astate))
         step_size, num_grads = self.kernel.find_step_size(
             jax.random.fold_in(keys.init, chain_id), kstate, logdensity, params
@@ -149,7 +149,7 @@ class ChunkProgram:
             params = KernelParams(*adapt.params(carry.adaptation))
             kstate, stats = self.kernel.step(key, carry.kernel, logdensity, params)
             astate, window_ended = adapt.update(
-                carry.adaptation, i, schedule, kstate.position, stats["acceptance_rate"]
+                carry.adaptation, i, schedule, kstate, stats["acceptance_rate"]
             )
 
             def new_step_size(astate: AdaptationState) -> tuple[AdaptationState, jax.Array]:

@@ -34,7 +34,15 @@ from sluice import stats as _stats
 from sluice._checks import check_count, check_int
 from sluice.adaptation import window_schedule
 from sluice.chunk import ChunkProgram, RunKeys
-from sluice.kernels import HMC, NUTS, Kernel, get_kernel, kernel_from_config, kernel_to_config
+from sluice.kernels import (
+    HMC,
+    NUTS,
+    Kernel,
+    choose_chain_method,
+    get_kernel,
+    kernel_from_config,
+    kernel_to_config,
+)
 from sluice.model import FlatModel, Model, as_model, check_initial_points
 from sluice.parallel import Topology
 from sluice.progress import ChunkProgress
@@ -96,7 +104,11 @@ def sample(
     chain_method
         ``"vectorized"`` (``vmap`` over the chains of a device),
         ``"sequential"`` (``lax.map``: one chain after another), or ``"auto"``:
-        sequential on CPU, vectorized on accelerators.
+        vectorized on accelerators; on CPU, whichever a cost model of the
+        gradient's memory traffic favours (vectorized when the chains share
+        data a batched gradient reads once, as in a regression; sequential
+        when each chain's traffic is its own, as in a high-dimensional
+        Gaussian). See :func:`sluice.kernels.choose_chain_method`.
     seed
         Root of every random stream (keys fold in the chain index and the
         absolute draw index, so draws depend on neither chunking nor devices).
@@ -308,7 +320,9 @@ class Plan:
         flat = model.flatten()
         topology = Topology.build(chains, devices)
         if chain_method == "auto":
-            chain_method = "sequential" if topology.devices[0].platform == "cpu" else "vectorized"
+            chain_method = choose_chain_method(
+                flat, kernel, topology.devices, topology.num_slots // len(topology.devices)
+            )
         local = topology.local_chains
         layout = Layout(
             chains,
