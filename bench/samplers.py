@@ -143,7 +143,9 @@ def run_sluice(target: Target, settings: Settings, clock: CompileClock) -> Sampl
 
 
 # -- NumPyro --------------------------------------------------------------------
-def run_numpyro(target: Target, settings: Settings, clock: CompileClock) -> SamplerRun:
+def run_numpyro(
+    target: Target, settings: Settings, clock: CompileClock, phase_times: bool = True
+) -> SamplerRun:
     """``MCMC.warmup`` then ``MCMC.run``, so that the two phases are timed apart.
 
     A user's single ``mcmc.run()`` compiles one loop; this split compiles the
@@ -159,10 +161,12 @@ def run_numpyro(target: Target, settings: Settings, clock: CompileClock) -> Samp
     process: first exactly as a user runs it (wall time, compile time, draws,
     peak RSS), then with NumPyro's own chain loop replaced by one that waits
     for each chain (:func:`_waiting_sequential`), which gives the phase times.
-    Both runs use the same keys, so they do the same work.
+    Both runs use the same keys, so they do the same work. With
+    ``phase_times=False`` (when only memory or wall time matters) the second
+    run is skipped and the phase times of the sequential method are unreliable.
     """
     first = _numpyro_once(target, settings, clock, settings.chain_method)
-    if settings.chain_method != "sequential":
+    if settings.chain_method != "sequential" or not phase_times:
         return first
     timed = _numpyro_once(target, settings, clock, _waiting_sequential)
     first.sampling_seconds = timed.sampling_seconds
