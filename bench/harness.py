@@ -206,9 +206,9 @@ def emit_result(result: dict[str, Any]) -> None:
 def run_isolated(script: str, args: Sequence[str], timeout: float | None = None) -> dict[str, Any]:
     """Run ``python script *args`` in a fresh process and return the result it emitted.
 
-    A fresh process per measurement keeps peak RSS (which only grows) and
-    compile caches from leaking between libraries. The child's stderr is
-    shown only if it fails.
+    A fresh process per measurement keeps peak RSS (which only grows), JAX's
+    backend settings and compile caches from leaking between measurements.
+    The child's stderr is shown only if it fails.
     """
     command = [sys.executable, script, *args]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)

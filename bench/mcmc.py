@@ -7,11 +7,14 @@ one repetition to the next. It prints medians per variant and the medians of
 the per-repetition ratios sluice/NumPyro and sluice/BlackJAX (same chain
 method), and, for sluice, the cost of sampling in 10 chunks instead of 1.
 
-    PYTHONPATH=src python bench/mcmc.py --quick            # ~2 min smoke run
+    PYTHONPATH=src python bench/mcmc.py --quick            # smoke run, a few minutes
     PYTHONPATH=src python bench/mcmc.py --reps 3 --json bench-mcmc.json
 
 Internally, ``--one VARIANT MODEL`` performs one measurement and prints it
-as one JSON line; the orchestrating process starts those.
+as one JSON line; the orchestrating process starts those. NumPyro is
+measured twice: once as a user runs it (wall and compile time, draws,
+memory) and once with synchronous CPU dispatch (``--sync-phases``), where
+no compilation can overlap a run, for its warmup and sampling times.
 
 Metrics (see samplers.py for exactly what each library's numbers count):
 
@@ -69,9 +72,19 @@ QUICK = {
 }
 
 
+# Libraries whose phase times come from a second process with synchronous dispatch
+# (see samplers.run_numpyro): their compilations overlap their own runs otherwise.
+PHASES_IN_SYNC_PROCESS = frozenset({"numpyro"})
+
+
 # -- one measurement (runs in its own process) ------------------------------------
-def measure(variant: str, model: str, settings: Any, rhat: bool = True) -> dict[str, Any]:
-    """Sample ``model`` with ``variant`` once and return every metric as a dict."""
+def measure(
+    variant: str, model: str, settings: Any, rhat: bool = True, phases_only: bool = False
+) -> dict[str, Any]:
+    """Sample ``model`` with ``variant`` once; return the raw measurements as a dict.
+
+    With ``phases_only``, return just the times and counts (no floor, no diagnostics).
+    """
     import importlib
     import os
 
@@ -87,12 +100,7 @@ def measure(variant: str, model: str, settings: Any, rhat: bool = True) -> dict[
     base_rss = harness.rss_bytes()
 
     run = LIBRARIES[library](target, settings, clock)
-
-    batch = settings.chains if chain_method == "vectorized" else None
-    floor = harness.gradient_seconds(target.logdensity_fn, target.init, batch=batch)
-    ess = harness.min_ess_bulk(run.draws)
-    num_draws = settings.chains * settings.draws
-    return {
+    record = {
         "variant": variant,
         "library": library,
         "chain_method": chain_method,
@@ -106,22 +114,50 @@ def measure(variant: str, model: str, settings: Any, rhat: bool = True) -> dict[
         "compile_in_sampling_s": run.compile_in_sampling_seconds,
         "grads_warmup": run.num_gradients_warmup,
         "grads_sampling": run.num_gradients,
-        "grads_per_draw": run.num_gradients / num_draws,
-        "grads_per_s": run.num_gradients / run.sampling_seconds,
-        "floor_us": floor * 1e6,
-        "overhead": run.sampling_seconds / (run.num_gradients * floor),
-        "overhead_warmup": run.warmup_seconds / (run.num_gradients_warmup * floor),
-        "min_ess_bulk": ess,
-        "ess_per_s_sampling": ess / run.sampling_seconds,
-        "ess_per_s_total": ess / run.wall_seconds,
-        "max_rhat": harness.max_rhat(run.draws) if rhat else None,
         "divergent": run.num_divergent,
+        "load_average_1min": load_average,
+    }
+    if phases_only:
+        return record
+
+    batch = settings.chains if chain_method == "vectorized" else None
+    return {
+        **record,
+        "floor_us": harness.gradient_seconds(target.logdensity_fn, target.init, batch=batch) * 1e6,
+        "min_ess_bulk": harness.min_ess_bulk(run.draws),
+        "max_rhat": harness.max_rhat(run.draws) if rhat else None,
         "step_size": run.step_size,
         "base_rss_mb": base_rss / 2**20,
         "peak_rss_mb": run.peak_rss_bytes / 2**20,
-        "load_average_1min": load_average,
         "extra": run.extra,
     }
+
+
+def derive(records: list[dict[str, Any]]) -> None:
+    """Add the metrics computed from the raw measurements, in place.
+
+    The floor is measured in every process; one floor per (model, chain
+    method), the median of all, keeps one process's noise out of the
+    comparison between libraries.
+    """
+    for r in records:
+        if r["variant"] == CHUNKS:
+            continue
+        floors = [
+            q["floor_us"]
+            for q in records
+            if q["variant"] != CHUNKS
+            and (q["model"], q["chain_method"]) == (r["model"], r["chain_method"])
+        ]
+        floor = harness.median(floors) * 1e-6
+        num_draws = r["settings"]["chains"] * r["settings"]["draws"]
+        r["floor_us_pooled"] = floor * 1e6
+        r["grads_per_draw"] = r["grads_sampling"] / num_draws
+        r["grads_per_s"] = r["grads_sampling"] / r["sampling_s"]
+        r["overhead"] = r["sampling_s"] / (r["grads_sampling"] * floor)
+        r["overhead_warmup"] = r["warmup_s"] / (r["grads_warmup"] * floor)
+        r["ess_per_s_sampling"] = r["min_ess_bulk"] / r["sampling_s"]
+        r["ess_per_s_total"] = r["min_ess_bulk"] / r["wall_s"]
 
 
 def measure_chunks(model: str, settings: Any, pairs: int) -> dict[str, Any]:
@@ -192,9 +228,12 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                     flush=True,
                 )
                 t = time.perf_counter()
-                record = harness.run_isolated(
-                    __file__, ["--one", variant, model, *_child_args(args)]
-                )
+                command = ["--one", variant, model, *_child_args(args)]
+                record = harness.run_isolated(__file__, command)
+                if VARIANTS.get(variant, ("",))[0] in PHASES_IN_SYNC_PROCESS:
+                    _use_sync_phases(
+                        record, harness.run_isolated(__file__, [*command, "--sync-phases"])
+                    )
                 record.update(rep=rep, slot=slot)
                 records.append(record)
                 print(f"{time.perf_counter() - t:6.1f}s", file=sys.stderr, flush=True)
@@ -205,6 +244,23 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
         "elapsed_s": time.perf_counter() - started,
         "records": records,
     }
+
+
+def _use_sync_phases(record: dict[str, Any], phases: dict[str, Any]) -> None:
+    """Take warmup and sampling times from the synchronous-dispatch process.
+
+    Wall time, compile time, draws and memory stay those of the first process,
+    which ran as a user runs it; both processes used the same keys, so they
+    did the same work (checked by the gradient counts).
+    """
+    if phases["grads_sampling"] != record["grads_sampling"]:
+        raise RuntimeError(f"the two processes of {record['variant']} did different work")
+    record["async_phases"] = {
+        k: record[k] for k in ("warmup_s", "sampling_s", "compile_in_sampling_s")
+    }
+    record["sync_process"] = phases
+    for key in ("warmup_s", "sampling_s", "compile_in_sampling_s"):
+        record[key] = phases[key]
 
 
 # -- reports ----------------------------------------------------------------------
@@ -249,31 +305,10 @@ def _medians(records: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
     return {k: harness.median([r[k] for r in records]) for k in keys}
 
 
-def pool_floors(records: list[dict[str, Any]]) -> None:
-    """Recompute ``overhead`` with one floor per (model, chain method): the median of all.
-
-    Every process measures the floor; pooling those measurements keeps the
-    noise of one process's floor out of the comparison between libraries.
-    """
-    for r in records:
-        if r["variant"] == CHUNKS:
-            continue
-        same = [
-            q["floor_us"]
-            for q in records
-            if q["variant"] != CHUNKS
-            and (q["model"], q["chain_method"]) == (r["model"], r["chain_method"])
-        ]
-        floor = harness.median(same) * 1e-6
-        r["floor_us_pooled"] = floor * 1e6
-        r["overhead"] = r["sampling_s"] / (r["grads_sampling"] * floor)
-        r["overhead_warmup"] = r["warmup_s"] / (r["grads_warmup"] * floor)
-
-
 def report(result: dict[str, Any]) -> str:
     """Markdown tables: per-model medians, paired ratios, and the chunk cost."""
     records = result["records"]
-    pool_floors(records)
+    derive(records)
     models = list(dict.fromkeys(r["model"] for r in records))
     reps = len({r["rep"] for r in records})
     lines = [f"Medians over {reps} repetition(s); each measurement in a fresh process.", ""]
@@ -422,6 +457,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--report", metavar="PATH", help="print the report of a saved --json file")
     parser.add_argument(
+        "--sync-phases",
+        action="store_true",
+        help="internal, with --one: synchronous CPU dispatch, times and counts only",
+    )
+    parser.add_argument(
         "--one",
         nargs=2,
         metavar=("VARIANT", "MODEL"),
@@ -458,7 +498,15 @@ def main(argv: list[str] | None = None) -> None:
         if variant == CHUNKS:
             harness.emit_result(measure_chunks(model, settings, args.chunk_pairs))
         else:
-            harness.emit_result(measure(variant, model, settings, rhat=args.rhat))
+            if args.sync_phases:
+                import jax
+
+                # Every computation returns when it is done, so no compilation can
+                # overlap a run and the compile time taken out of a phase is exact.
+                jax.config.update("jax_cpu_enable_async_dispatch", False)
+            harness.emit_result(
+                measure(variant, model, settings, rhat=args.rhat, phases_only=args.sync_phases)
+            )
         return
     if args.report:
         with open(args.report) as f:

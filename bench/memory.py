@@ -76,7 +76,7 @@ def measure(line: str, draws: int, args: argparse.Namespace) -> dict[str, Any]:
     if library == "sluice":
         run = run_sluice(target, settings, clock)
     elif library == "numpyro":
-        run = run_numpyro(target, settings, clock, phase_times=False)
+        run = run_numpyro(target, settings, clock)
     else:
         run = run_blackjax(target, settings, clock)
     kept = sum(v.nbytes for v in run.draws.values())

@@ -143,9 +143,7 @@ def run_sluice(target: Target, settings: Settings, clock: CompileClock) -> Sampl
 
 
 # -- NumPyro --------------------------------------------------------------------
-def run_numpyro(
-    target: Target, settings: Settings, clock: CompileClock, phase_times: bool = True
-) -> SamplerRun:
+def run_numpyro(target: Target, settings: Settings, clock: CompileClock) -> SamplerRun:
     """``MCMC.warmup`` then ``MCMC.run``, so that the two phases are timed apart.
 
     A user's single ``mcmc.run()`` compiles one loop; this split compiles the
@@ -153,51 +151,13 @@ def run_numpyro(
     measured and taken out of ``sampling_seconds`` but stays in ``wall_seconds``
     and ``compile_seconds`` (see ``compile_in_sampling_seconds``).
 
-    NumPyro 0.22 compiles its loop again at every ``fori_collect`` call, so
-    with ``chain_method="sequential"`` once per chain and phase; under JAX's
-    asynchronous dispatch each of those compilations overlaps the previous
-    chain's run, and compile time can then not be told apart from run time.
-    For the sequential method the run is therefore done twice in this
-    process: first exactly as a user runs it (wall time, compile time, draws,
-    peak RSS), then with NumPyro's own chain loop replaced by one that waits
-    for each chain (:func:`_waiting_sequential`), which gives the phase times.
-    Both runs use the same keys, so they do the same work. With
-    ``phase_times=False`` (when only memory or wall time matters) the second
-    run is skipped and the phase times of the sequential method are unreliable.
+    NumPyro 0.22 compiles its loop again at every ``fori_collect`` call (with
+    ``chain_method="sequential"``, once per chain and phase), and some of its
+    compilations happen while an earlier computation is still running under
+    JAX's asynchronous dispatch. Compile time taken out of a phase is then
+    partly run time: the phase times of this function are exact only in a
+    process with ``jax_cpu_enable_async_dispatch=False`` (see mcmc.py).
     """
-    first = _numpyro_once(target, settings, clock, settings.chain_method)
-    if settings.chain_method != "sequential" or not phase_times:
-        return first
-    timed = _numpyro_once(target, settings, clock, _waiting_sequential)
-    first.sampling_seconds = timed.sampling_seconds
-    first.compile_in_sampling_seconds = timed.compile_in_sampling_seconds
-    first.warmup_seconds = timed.warmup_seconds
-    first.extra = {
-        "phase_times_from": "a second run, chains waited for one by one",
-        "second_run_wall_seconds": timed.wall_seconds,
-        "second_run_compile_seconds": timed.compile_seconds,
-        "same_gradients": timed.num_gradients == first.num_gradients,
-    }
-    return first
-
-
-def _waiting_sequential(chain_fn: Callable) -> Callable:
-    """NumPyro's sequential chain loop, waiting for each chain before the next one starts."""
-
-    def mapped(per_chain: Any) -> Any:
-        num_chains = jax.tree.leaves(per_chain)[0].shape[0]
-        outputs = [
-            jax.block_until_ready(chain_fn(jax.tree.map(lambda x, c=c: x[c], per_chain)))
-            for c in range(num_chains)
-        ]
-        return jax.tree.map(lambda *xs: jnp.stack(xs), *outputs)
-
-    return mapped
-
-
-def _numpyro_once(
-    target: Target, settings: Settings, clock: CompileClock, chain_method: str | Callable
-) -> SamplerRun:
     from numpyro.infer import MCMC, NUTS
 
     kernel = NUTS(
@@ -210,7 +170,7 @@ def _numpyro_once(
         num_warmup=settings.warmup,
         num_samples=settings.draws,
         num_chains=settings.chains,
-        chain_method=chain_method,
+        chain_method=settings.chain_method,
         progress_bar=False,
     )
     warmup_key, sampling_key = jax.random.split(jax.random.PRNGKey(settings.seed))
