@@ -513,15 +513,15 @@ def main(argv: list[str] | None = None) -> None:
             print(report(json.load(f)))
         return
     result = orchestrate(args)
+    if args.json:  # first, so that the measurements survive any reporting error
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
     print(report(result))
     print(
         f"\n{result['machine']['date']}; {result['elapsed_s']:.0f} s in all; "
         f"load average at the end {result['machine']['load_average']}",
         file=sys.stderr,
     )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,8 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
         "command": " ".join(sys.argv),
         "machine": harness.machine_info(),
         "settings": {
-            k: getattr(args, k) for k in ("dim", "chains", "warmup", "max_tree_depth", "seed")
+            k: getattr(args, k)
+            for k in ("dim", "chains", "warmup", "max_tree_depth", "seed", "chunk_size")
         },
         "elapsed_s": time.perf_counter() - started,
         "records": records,
@@ -274,6 +275,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--json", metavar="PATH", help="also write all records and settings as JSON"
     )
+    parser.add_argument("--report", metavar="PATH", help="print the report of a saved --json file")
     parser.add_argument(
         "--one",
         nargs=2,
@@ -296,12 +298,16 @@ def main(argv: list[str] | None = None) -> None:
         line, draws = args.one
         harness.emit_result(measure(line, int(draws), args))
         return
+    if args.report:
+        with open(args.report) as f:
+            print(report(json.load(f)))
+        return
     result = orchestrate(args)
-    print(report(result))
-    print(f"\n{result['machine']['date']}; {result['elapsed_s']:.0f} s in all", file=sys.stderr)
-    if args.json:
+    if args.json:  # first, so that the measurements survive any reporting error
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
+    print(report(result))
+    print(f"\n{result['machine']['date']}; {result['elapsed_s']:.0f} s in all", file=sys.stderr)
 
 
 if __name__ == "__main__":
