@@ -55,6 +55,7 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name: (library, chain method)
 CHUNKS = "sluice/chunks"  # sluice sampled with 1 chunk and with 10 chunks, alternately
 MODELS = ("logreg_small", "logreg_large", "gaussian")
 DEFAULTS = {
+    "models": list(MODELS),
     "reps": 3,
     "warmup": 1000,
     "draws": 1000,
@@ -63,6 +64,7 @@ DEFAULTS = {
     "rhat": True,
 }
 QUICK = {
+    "models": ["logreg_small", "logreg_large"],  # the 10k-dim Gaussian takes minutes
     "reps": 1,
     "warmup": 100,
     "draws": 100,
@@ -423,8 +425,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--models",
         type=lambda s: s.split(","),
-        default=list(MODELS),
-        help=f"comma-separated models (default {','.join(MODELS)})",
+        help=f"comma-separated models (default {','.join(MODELS)}; --quick: the two regressions)",
     )
     parser.add_argument(
         "--variants",
