@@ -17,18 +17,21 @@ Per draw, the chunk applies the model's transform (and log-likelihood), feeds
 the result to the statistics, and, when the sink keeps draws, emits them with
 the sample statistics as ``(chains, chunk_size, ...)`` arrays.
 
-Nothing in here prints, writes or reads the clock.
+Nothing traced in here prints, writes or reads the clock; the host-side
+``ChunkProgram.compiled`` times ahead-of-time compilation.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from sluice.adaptation import AdaptationState, Schedule
@@ -92,6 +95,23 @@ class ChunkProgram:
     def __post_init__(self) -> None:
         object.__setattr__(self, "init", self._build_init())
         object.__setattr__(self, "advance", self._build_advance())
+        object.__setattr__(self, "_executables", {})
+        object.__setattr__(self, "compile_seconds", 0.0)
+
+    def compiled(self, name: str, *args: Any) -> Callable:
+        """The executable of ``init`` or ``advance`` for these arguments, compiled ahead
+        of time on first use (``compile_seconds`` accumulates the time spent)."""
+        leaves, treedef = jax.tree.flatten(args)
+        key = (name, treedef, tuple((np.shape(x), _dtype(x)) for x in leaves))
+        executable = self._executables.get(key)
+        if executable is None:
+            t0 = time.perf_counter()
+            executable = getattr(self, name).lower(*args).compile()
+            object.__setattr__(
+                self, "compile_seconds", self.compile_seconds + time.perf_counter() - t0
+            )
+            self._executables[key] = executable
+        return executable
 
     # -- one chain ---------------------------------------------------------
     def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
@@ -245,3 +265,8 @@ def _zeros(shape_tree: Any) -> Any:
     if shape_tree is None:
         return None
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape_tree)
+
+
+def _dtype(x: Any) -> Any:
+    """The dtype of an array, or of a Python scalar argument."""
+    return x.dtype if hasattr(x, "dtype") else np.result_type(type(x))

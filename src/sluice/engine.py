@@ -429,25 +429,33 @@ class _Session:
         self.stats_ready = False
         self.checkpoints_written = 0
 
-    def _initial_carry(self, positions: jax.Array) -> Any:
+    def _init_args(self, positions: Any) -> tuple:
         p = self.plan
         example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), p.flat.draw_shapes())
-        return p.program.init(p.flat.consts, positions, self.chain_ids, p.keys, example)
+        return (p.flat.consts, positions, self.chain_ids, p.keys, example)
+
+    def _timed(self, phase: str, t0: float, compile_before: float) -> None:
+        """Book the time since ``t0`` to ``phase``, apart from compilation."""
+        compiling = self.plan.program.compile_seconds - compile_before
+        self.info.compile_seconds += compiling
+        elapsed = time.perf_counter() - t0 - compiling
+        setattr(self.info, phase, getattr(self.info, phase) + elapsed)
 
     def start(self) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self.plan.program.compile_seconds
         positions = self.topology.put_local(self.plan.local_positions())
-        self.carry, grads = self._initial_carry(positions)
+        args = self._init_args(positions)
+        self.carry, grads = self.plan.program.compiled("init", *args)(*args)
         real = self.topology.local_chains
         local_grads = self.topology.local(grads)[: real.stop - real.start]
         self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
-        self.info.warmup_seconds += time.perf_counter() - t0
+        self._timed("warmup_seconds", t0, c0)
 
     def restore(self, checkpoint: Any) -> None:
         """Continue from a checkpoint, possibly written on another device layout."""
         t = self.topology
         positions = jax.ShapeDtypeStruct((t.num_slots, self.plan.flat.dim), self.plan.flat.dtype)
-        template, _ = jax.eval_shape(self._initial_carry, positions)
+        template, _ = jax.eval_shape(self.plan.program.init, *self._init_args(positions))
         leaves, treedef = jax.tree.flatten(template)
         fits = len(leaves) == len(checkpoint.carry) and all(
             tuple(a.shape[1:]) == tuple(b.shape[1:])
@@ -495,9 +503,8 @@ class _Session:
 
     def _advance(self, carry: Any, start: int, stop: int) -> Any:
         p = self.plan
-        return p.program.advance(
-            p.flat.consts, carry, self.chain_ids, start, stop, p.warmup, self.schedule, p.keys
-        )
+        args = (p.flat.consts, carry, self.chain_ids, start, stop, p.warmup, self.schedule, p.keys)
+        return p.program.compiled("advance", *args)(*args)
 
     def _local_real(self, tree: Any) -> Any:
         """This process's real chains of a chain-sharded pytree, as NumPy."""
@@ -510,7 +517,7 @@ class _Session:
 
         # Warmup: nothing is written, so each chunk is simply checkpointed.
         if self.iteration < warmup:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), p.program.compile_seconds
             with ChunkProgress(
                 "warmup", warmup, chunk, chains, self.progress, initial=self.iteration
             ) as bar:
@@ -523,13 +530,13 @@ class _Session:
                     self.iteration = stop
                     self._save(self.carry, stop)
                     bar.advance(stop - start)
-            self.info.warmup_seconds += time.perf_counter() - t0
+            self._timed("warmup_seconds", t0, c0)
 
         if not self.stats_ready:
             self._start_statistics()
 
         # Sampling: chunk k+1 is dispatched before chunk k is copied out and written.
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), p.program.compile_seconds
         with ChunkProgress(
             "sampling", p.draws, chunk, chains, self.progress, initial=self.iteration - warmup
         ) as bar:
@@ -553,7 +560,7 @@ class _Session:
                     bar.advance(stop - start)
                 pending = current
         jax.block_until_ready(self.carry)
-        self.info.sampling_seconds += time.perf_counter() - t0
+        self._timed("sampling_seconds", t0, c0)
         self.sink.close()
         return self._finish()
 
@@ -573,7 +580,7 @@ class _Session:
         params = t.allgather(t.local(self.carry.params))
         info.step_size = np.asarray(params.step_size)[: p.chains]
         info.inverse_mass_matrix = np.asarray(params.inverse_mass_matrix)[: p.chains]
-        info.total_seconds = info.warmup_seconds + info.sampling_seconds
+        info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
         stats_states = jax.tree.map(lambda x: x[: p.chains], t.allgather(t.local(self.carry.stats)))
         if info.num_divergent and t.is_main:
             warnings.warn(

@@ -25,6 +25,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["Topology"]
 
+BARRIER_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Topology:
@@ -146,12 +148,14 @@ class Topology:
         """Concatenate every process's local block (NumPy, leading ``slots_per_process``)."""
         if not self.multiprocess:
             return local_tree
+        self._align("allgather")
         return jax.tree.map(_allgather_exact, local_tree)
 
     def broadcast_from_main(self, tree: Any) -> Any:
         """Process 0's value of a NumPy pytree, on every process."""
         if not self.multiprocess:
             return tree
+        self._align("broadcast")
         return jax.tree.map(lambda x: _allgather_exact(np.asarray(x)[None])[0], tree)
 
     def sum_over_processes(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -160,11 +164,27 @@ class Topology:
             return values
         names = sorted(values)
         local = np.asarray([values[n] for n in names], np.float64)[None]
+        self._align("sum")
         total = _allgather_exact(local).sum(axis=0)
         return {n: type(values[n])(v) for n, v in zip(names, total, strict=True)}
 
-    def barrier(self, name: str, timeout_seconds: float = 600.0) -> None:
-        """Wait until every process reaches ``name`` (no-op in one process)."""
+    def _align(self, name: str) -> None:
+        """Meet at a coordination-service barrier before a device collective.
+
+        The first collective on a group of devices sets up a gloo rendezvous
+        with a fixed 30 s deadline; processes arriving further apart (one
+        slower host, a longer compile) would fail it. A dead peer still ends
+        the wait within JAX's heartbeat timeout.
+        """
+        self.barrier(f"before-{name}")
+
+    def barrier(self, name: str, timeout_seconds: float = BARRIER_TIMEOUT_SECONDS) -> None:
+        """Wait until every process reaches ``name`` (no-op in one process).
+
+        The timeout is long on purpose: processes legitimately arrive far apart
+        (a slow chunk, a long compile), and a dead peer already ends the wait
+        within JAX's heartbeat timeout.
+        """
         if not self.multiprocess:
             return
         from sluice.distributed import barrier

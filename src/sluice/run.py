@@ -23,8 +23,9 @@ class RunInfo:
     kernel: Any
     chain_method: str
     num_devices: int
-    warmup_seconds: float = 0.0
-    sampling_seconds: float = 0.0
+    compile_seconds: float = 0.0  # ahead-of-time compilation in this run (0 when reused)
+    warmup_seconds: float = 0.0  # initialisation and warmup, without compilation
+    sampling_seconds: float = 0.0  # drawing and writing, without compilation
     total_seconds: float = 0.0
     num_gradients_warmup: int = 0
     num_gradients: int = 0
@@ -42,6 +43,7 @@ class RunInfo:
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
 
     _PERSISTED = (
+        "compile_seconds",
         "warmup_seconds",
         "sampling_seconds",
         "num_gradients_warmup",
@@ -57,7 +59,7 @@ class RunInfo:
 
     def restore(self, totals: dict[str, Any]) -> None:
         for name in self._PERSISTED:
-            setattr(self, name, totals[name])
+            setattr(self, name, totals.get(name, 0))
 
     def totals(self) -> dict[str, Any]:
         """The totals that add up over processes."""
