@@ -16,7 +16,7 @@ hosts combine with ``merge``. See ``docs/statistics.md``.
 from sluice.stats._layout import element_labels
 from sluice.stats.base import Statistic
 from sluice.stats.combinators import group, restrict, transform
-from sluice.stats.diagnostics import (
+from sluice.stats.convergence import (
     diagnostics,
     ess,
     hdi,

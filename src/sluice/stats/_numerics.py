@@ -204,3 +204,20 @@ def geyer_tau(
 def blom_scores(rank: jax.Array, total: jax.Array) -> jax.Array:
     """ArviZ's rank back-transform: ``ndtri((rank - 3/8) / (total + 1/4))``."""
     return ndtri((rank - 0.375) / (total + 0.25))
+
+
+def row_add(a: jax.Array, i: jax.Array, v: jax.Array) -> jax.Array:
+    """``a.at[i].add(v)`` for a traced scalar ``i`` as a dynamic slice update.
+
+    On CPU, XLA runs ``scatter`` ops (what ``.at[i]`` lowers to) through a slow
+    generic loop; a dynamic-update-slice is a plain in-place copy.
+    """
+    row = jax.lax.dynamic_index_in_dim(a, i, keepdims=False)
+    return jax.lax.dynamic_update_index_in_dim(a, row + v, i, 0)
+
+
+def row_set_where(a: jax.Array, i: jax.Array, v: jax.Array, write: jax.Array) -> jax.Array:
+    """``a.at[i].set(v)`` when ``write`` (else unchanged), ``i`` clipped into range."""
+    i = jnp.clip(i, 0, a.shape[0] - 1)
+    row = jax.lax.dynamic_index_in_dim(a, i, keepdims=False)
+    return jax.lax.dynamic_update_index_in_dim(a, jnp.where(write, v, row), i, 0)

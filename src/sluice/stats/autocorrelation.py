@@ -38,7 +38,7 @@ one fixed transform, and only the first ``reference_draw`` draws lack
 proxies. Only the *autocorrelations* of the proxies are used: the variance
 terms of ArviZ's formula (within-chain ``W`` and between-chain ``B``) come,
 exactly or to first order, from the moments and histograms of the pooled
-draws (see :mod:`sluice.stats.diagnostics`).
+draws (see :mod:`sluice.stats.convergence`).
 
 Costs are kept per draw and element: the exact lags are ``max_lag``
 multiply-adds into a partial sum flushed every ``FLUSH`` draws (so float32
@@ -46,7 +46,10 @@ sums neither drift nor stall over long runs); block levels add ``F`` sums per
 draw and do their lagged products only when a block ends, under ``lax.cond``
 (under ``vmap`` a ``cond`` on per-chain state evaluates both branches, which
 costs the block work every draw: cheap on accelerators, where ``vmap`` is the
-default).
+default). Every per-draw array keeps the elements as its last, contiguous
+axis and features are separate arrays (tuples): XLA on CPU vectorises
+``(..., D)`` elementwise work well, and ``(D, F)`` stacks or reductions over
+small trailing axes poorly (5-20x slower, measured).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtri
 
-from sluice.stats._numerics import geyer_tau
+from sluice.stats._numerics import geyer_tau, row_add, row_set_where
 
 __all__ = [
     "REFERENCE_LEVELS",
@@ -73,9 +76,10 @@ __all__ = [
 # Reference quantile levels fixed per chain and half (knots of the bulk proxy).
 REFERENCE_LEVELS = (0.01, 0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95, 0.99)
 _LO, _HI = 1, 7  # indices of 0.05 and 0.95 in REFERENCE_LEVELS
+_SCORES = tuple(float(z) for z in ndtri(np.asarray(REFERENCE_LEVELS)))
 FLUSH = 256  # draws between flushes of the exact lags' partial sums
-Y, Q, BULK, TAIL_LO, TAIL_HI = 0, 1, 2, 3, 4  # feature columns
-QY, YQ = -2, -1  # cross columns of the pooled lag sums: q_t y_(t-k) and y_t q_(t-k)
+Y, Q, BULK, TAIL_LO, TAIL_HI = 0, 1, 2, 3, 4  # features
+QY, YQ = -2, -1  # cross entries of the pooled sums: q_t y_(t-k) and y_t q_(t-k)
 
 
 class LagSettings(NamedTuple):
@@ -100,366 +104,452 @@ class LagSettings(NamedTuple):
 
 
 class ExactLags(NamedTuple):
-    ring: jax.Array  # (L0, D): previous draws of the current half, most recent first
-    partial: jax.Array  # (L0 + 1, D): sum y_i y_(i-t) since the last flush
-    sums: jax.Array  # (L0 + 1, D): open: flushed sums; closed: centred co-moments, summed
+    ring: jax.Array  # (2 M, D), M = L0 + 1: the last M draws, each written twice (rows
+    #   i mod M and i mod M + M), so rows i mod M + 1 .. i mod M + M hold draws i - L0 .. i
+    partial: jax.Array  # (M, D): sum_i y_i y_(i - t) since the last flush, lag t in row L0 - t
+    sums: jax.Array  # (M, D): open: flushed sums; closed: centred and summed (same rows)
     head: jax.Array  # (2, L0, D): first L0 draws of each half (oldest first)
     tail: jax.Array  # (L0, D): last L0 draws of the first half (most recent first)
 
 
 class BlockLevel(NamedTuple):
-    acc: jax.Array  # (D, F): feature sums over the current, incomplete block
-    ring: jax.Array  # (L, D, F): previous block means of the current half, most recent first
+    """One block level. Lag sums keep lag ``t`` in row ``L - t`` (the ring window's order)."""
+
+    acc: tuple  # F x (D,): feature sums over the current, incomplete block
+    ring: tuple  # F x (2 (L + 1), D): double-buffered block means (see _window)
+    blocks: jax.Array  # () int32: blocks written to the rings
     valid: jax.Array  # (F,) int32: valid block means in the ring's run (current half)
-    sums: jax.Array  # (L + 1, D, P + 2): lagged products of the pooled features (+ cross q.y,
-    #   y.q) summed over halves; closed: centred co-moments summed over split chains
-    tail_sums: jax.Array  # (2, L + 1, D, F - P): lagged products of the tail indicators per half
-    tail_ratio: jax.Array  # (L + 1, D, F - P): closed: sum over split chains of their tail
-    #   autocovariances per block divided by their per-draw variance
-    tail_chains: jax.Array  # (D, F - P): split chains summed in tail_ratio (non-constant ones)
-    half_sum: jax.Array  # (2, D, F): sum of the block means of each half
+    sums: tuple  # (P + 2) x (L + 1, D): lagged products of the pooled features and the
+    #   cross products q.y, y.q, summed over halves; closed: centred, summed over split chains
+    tail_sums: tuple  # (F - P) x (2, L + 1, D): lagged products of the tail indicators per half
+    tail_ratio: tuple  # (F - P) x (L + 1, D): closed: sum over split chains of their tail
+    #   autocovariance per block over their per-draw variance
+    tail_chains: tuple  # (F - P) x (D,): split chains summed in tail_ratio (non-constant ones)
+    half_sum: tuple  # F x (2, D): sum of the block means of each half
     half_count: jax.Array  # (2, F) int32: block means of each half
     closed_count: jax.Array  # (F,) int32: block means of all closed split chains
     closed_chains: jax.Array  # (F,) int32: closed split chains with at least one block
 
 
-class FeatureMoments(NamedTuple):
-    count: jax.Array  # (2, F) int32: draws of each half where the feature was defined
-    sum: jax.Array  # (2, D, F): their sum
-    sumsq: jax.Array  # (2, D, F): their sum of squares
-    closed_ss: jax.Array  # (D, F): sum over closed split chains of within sums of squares
-    closed_count: jax.Array  # (F,) int32: draws of those
+class ProxyMoments(NamedTuple):
+    """Closed only: the proxies' pooled within-chain variance per draw (normalises them).
+
+    Computed when a chain is closed, from its histograms (the proxies are
+    functions of the draw and of the chain's reference quantiles), so that
+    nothing is accumulated per draw for them.
+    """
+
+    closed_ss: tuple  # (F - 2) x (D,): sum over closed split chains of n * within variance
+    closed_count: jax.Array  # () float: sum of those chains' lengths
 
 
 class LagState(NamedTuple):
-    reference: jax.Array  # (2, D, 9): per half, the chain's quantiles at REFERENCE_LEVELS
+    reference: jax.Array  # (2, 9, D): per half, the chain's quantiles at REFERENCE_LEVELS
+    slopes: jax.Array  # (2, 8, D): per half, the bulk proxy's slope between reference knots
+    active: jax.Array  # (17, D): the current half's knots (rows 0-8) and slopes (rows 9-16)
     exact: ExactLags
     levels: tuple[BlockLevel, ...]
-    moments: FeatureMoments
+    proxies: ProxyMoments
 
 
 def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
-    l0, lb, f = settings.max_lag, settings.block_lags, settings.num_features
+    l0, lb, f, p = settings.max_lag, settings.block_lags, settings.num_features, settings.num_pooled
     z = jnp.zeros
-    exact = ExactLags(
-        z((l0, d), dtype), z((l0 + 1, d), dtype), z((l0 + 1, d), dtype),
-        z((2, l0, d), dtype), z((l0, d), dtype),
-    )  # fmt: skip
-    p = settings.num_pooled
+    exact = ExactLags(z((2 * (l0 + 1), d), dtype), z((l0 + 1, d), dtype), z((l0 + 1, d), dtype),
+                      z((2, l0, d), dtype), z((l0, d), dtype))  # fmt: skip
     levels = tuple(
         BlockLevel(
-            z((d, f), dtype),
-            z((lb, d, f), dtype),
-            z((f,), jnp.int32),
-            z((lb + 1, d, p + 2), dtype),
-            z((2, lb + 1, d, f - p), dtype),
-            z((lb + 1, d, f - p), dtype),
-            z((d, f - p), dtype),
-            z((2, d, f), dtype),
-            z((2, f), jnp.int32),
-            z((f,), jnp.int32),
-            z((f,), jnp.int32),
+            acc=tuple(z((d,), dtype) for _ in range(f)),
+            ring=tuple(z((2 * (lb + 1), d), dtype) for _ in range(f)),
+            blocks=z((), jnp.int32),
+            valid=z((f,), jnp.int32),
+            sums=tuple(z((lb + 1, d), dtype) for _ in range(p + 2)),
+            tail_sums=tuple(z((2, lb + 1, d), dtype) for _ in range(f - p)),
+            tail_ratio=tuple(z((lb + 1, d), dtype) for _ in range(f - p)),
+            tail_chains=tuple(z((d,), dtype) for _ in range(f - p)),
+            half_sum=tuple(z((2, d), dtype) for _ in range(f)),
+            half_count=z((2, f), jnp.int32),
+            closed_count=z((f,), jnp.int32),
+            closed_chains=z((f,), jnp.int32),
         )
         for _ in settings.block_sizes
     )
-    moments = FeatureMoments(
-        z((2, f), jnp.int32), z((2, d, f), dtype), z((2, d, f), dtype), z((d, f), dtype),
-        z((f,), jnp.int32),
+    proxies = ProxyMoments(tuple(z((d,), dtype) for _ in range(f - 2)), z((), dtype))
+    k = len(REFERENCE_LEVELS)
+    reference = jnp.zeros((2, k, d), dtype)  # set at the reference draws
+    return LagState(
+        reference, jnp.zeros((2, k - 1, d), dtype), jnp.zeros((2 * k - 1, d), dtype), exact, levels,
+        proxies,
     )  # fmt: skip
-    reference = jnp.full((2, d, len(REFERENCE_LEVELS)), jnp.nan, dtype)
-    return LagState(reference, exact, levels, moments)
 
 
-def _bulk_proxy(x: jax.Array, knots: jax.Array) -> jax.Array:
-    """Piecewise-linear normal scores through the knots, constant beyond them."""
-    scores = jnp.asarray(ndtri(np.asarray(REFERENCE_LEVELS)), x.dtype)
-    above = jnp.sum(x[:, None] > knots, axis=1)  # knots below x: 0..9
-    j = jnp.clip(above - 1, 0, knots.shape[1] - 2)
-    lo = jnp.take_along_axis(knots, j[:, None], axis=1)[:, 0]
-    hi = jnp.take_along_axis(knots, (j + 1)[:, None], axis=1)[:, 0]
-    width = hi - lo
-    frac = jnp.where(width > 0, (x - lo) / jnp.where(width > 0, width, 1.0), 0.5)
-    z = scores[j] + jnp.clip(frac, 0.0, 1.0) * (scores[j + 1] - scores[j])
-    return jnp.where(above == 0, scores[0], jnp.where(above == knots.shape[1], scores[-1], z))
+def reference_slopes(knots: jax.Array) -> jax.Array:
+    """``(8, D)`` slopes of the bulk proxy between consecutive knots ``(9, D)`` (0 if equal)."""
+    width = knots[1:] - knots[:-1]
+    rise = jnp.diff(jnp.asarray(_SCORES, knots.dtype))[:, None]
+    return jnp.where(width > 0, rise / jnp.where(width > 0, width, 1.0), 0.0)
 
 
-def features(y: jax.Array, x: jax.Array, reference: jax.Array, settings: LagSettings) -> jax.Array:
-    """``(D, F)`` feature values of one draw (proxies meaningless before the reference)."""
-    base = [y, y * y]
+def bulk_proxy(x: jax.Array, knots: jax.Array, slopes: jax.Array) -> jax.Array:
+    """Piecewise-linear normal scores through ``knots`` ``(9, ...)``, constant beyond them."""
+    z = jnp.full_like(x, _SCORES[0])
+    for k in range(len(_SCORES) - 1):
+        z = z + slopes[k] * jnp.clip(x - knots[k], 0.0, knots[k + 1] - knots[k])
+    return z
+
+
+def features(y, x, knots: jax.Array, slopes: jax.Array, settings: LagSettings) -> tuple:
+    """One draw's features, each ``(D,)`` (proxies meaningless before the reference)."""
+    out = (y, y * y)
     if settings.proxies:
-        base += [
-            _bulk_proxy(x, reference),
-            (x <= reference[:, _LO]).astype(y.dtype),
-            (x > reference[:, _HI]).astype(y.dtype),
-        ]
-    return jnp.stack(base, axis=1)
+        out += (
+            bulk_proxy(x, knots, slopes),
+            (x <= knots[_LO]).astype(y.dtype),
+            (x > knots[_HI]).astype(y.dtype),
+        )
+    return out
 
 
-def _update_exact(ex: ExactLags, y, seg, pos, in_split, settings: LagSettings) -> ExactLags:
+def _window(ring: jax.Array, y: jax.Array, position: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Write ``y`` into a double-buffered ring ``(2 M, D)`` at ``position``; return the ring
+    and the window ``(M, D)`` of the last ``M`` values, oldest first (``y`` last)."""
+    m = ring.shape[0] // 2
+    r = position % m
+    ring = jax.lax.dynamic_update_index_in_dim(ring, y, r, 0)
+    ring = jax.lax.dynamic_update_index_in_dim(ring, y, r + m, 0)
+    return ring, jax.lax.dynamic_slice_in_dim(ring, r + 1, m)
+
+
+def _update_exact(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
     l0 = settings.max_lag
     if l0 == 0:
         return ex
-    t = jnp.arange(1, l0 + 1)
-    ok = ((t <= pos) & in_split)[:, None]
-    prods = jnp.concatenate(
-        [jnp.where(in_split, y * y, 0.0)[None], jnp.where(ok, ex.ring * y[None], 0.0)]
-    )
-    partial = ex.partial + prods
-    ring = jnp.where(in_split, jnp.concatenate([y[None], ex.ring[:-1]]), ex.ring)
-    # first / last draws of each half: written only when needed ("drop" skips the others)
-    hslot = jnp.where(in_split & (pos < l0), pos, l0)
-    head = ex.head.at[seg, hslot].set(y, mode="drop")
-    tail = ex.tail
+    dtype = y.dtype
+    ring, window = _window(ex.ring, y, index)  # draws index - L0 .. index
+    lag = l0 - jnp.arange(l0 + 1)
+    use = ((lag <= pos) & in_split).astype(dtype)[:, None]  # lags within the current half
+    partial = ex.partial + window * y[None] * use
+    return ex._replace(ring=ring, partial=partial)
+
+
+def _ends(index, seg, pos, in_split, settings: LagSettings) -> tuple[jax.Array, jax.Array]:
+    """Whether draw ``index`` is among the first / last ``max_lag`` draws of its half."""
+    l0 = settings.max_lag
+    head = in_split & (pos < l0)
+    tail = jnp.zeros((), bool)
     if settings.half > 0:
-        write = in_split & (seg == 0) & (pos >= settings.half - l0)
-        tail = tail.at[jnp.where(write, settings.half - 1 - pos, l0)].set(y, mode="drop")
-    flush = in_split & (((pos + 1) % FLUSH == 0) | (pos + 1 == settings.half))
-    sums, partial = jax.lax.cond(
-        flush, lambda s, p: (s + p, jnp.zeros_like(p)), lambda s, p: (s, p), ex.sums, partial
+        tail = in_split & (seg == 0) & (pos >= settings.half - l0)
+    return head, tail
+
+
+def _write_ends(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
+    """Keep the first and last ``max_lag`` draws of each half (their centring terms)."""
+    l0 = settings.max_lag
+    head_w, tail_w = _ends(index, seg, pos, in_split, settings)
+    head_seg = jax.lax.dynamic_index_in_dim(ex.head, seg, keepdims=False)
+    head_seg = row_set_where(head_seg, pos, y, head_w)
+    head = jax.lax.dynamic_update_index_in_dim(ex.head, head_seg, seg, 0)
+    tail = (
+        row_set_where(ex.tail, settings.half - 1 - pos, y, tail_w) if settings.half > 0 else ex.tail
     )
-    return ExactLags(ring, partial, sums, head, tail)
+    del l0
+    return ex._replace(head=head, tail=tail)
 
 
-def _process_block(lvl: BlockLevel, mean, block_ok, seg, first_of_half) -> BlockLevel:
-    lb = lvl.ring.shape[0]
-    p = lvl.sums.shape[-1] - 2
+def flush_exact(ex: ExactLags) -> ExactLags:
+    """Move the partial lag sums into the running sums."""
+    return ex._replace(sums=ex.sums + ex.partial, partial=jnp.zeros_like(ex.partial))
+
+
+def _process_block(
+    lvl: BlockLevel, means: tuple, block_ok, seg, first_of_half, p: int
+) -> BlockLevel:
+    """Lagged products of one finished block's feature means (each ``(D,)``)."""
+    lb = lvl.sums[0].shape[0] - 1
+    f = len(means)
+    dtype = means[0].dtype
     valid_prev = jnp.where(first_of_half, 0, lvl.valid)
-    t = jnp.arange(1, lb + 1)
-    pair_ok = (t[:, None] <= valid_prev[None, :]) & block_ok[None, :]  # (L, F)
-    ring = lvl.ring
-    lagged = ring * mean[None]  # (L, D, F)
-    lagged = jnp.where(pair_ok[:, None, :], lagged, 0.0)
-    cross_ok = pair_ok[:, None, Q : Q + 1]  # y and q are defined together
-    cross = jnp.concatenate(
-        [
-            (mean[None, :, Q] * ring[:, :, Y])[..., None],
-            (mean[None, :, Y] * ring[:, :, Q])[..., None],
-        ],
-        axis=-1,
+    lag = lb - jnp.arange(lb + 1)  # row k of a window holds lag L - k
+    # lag t is usable when t earlier blocks of this half are in the ring and the block is valid
+    use = [((lag <= valid_prev[i]) & block_ok[i]).astype(dtype)[:, None] for i in range(f)]
+    rings, windows = [], []
+    for r, mean in zip(lvl.ring, means, strict=True):
+        r, w = _window(r, mean, lvl.blocks)
+        rings.append(r)
+        windows.append(w)
+    sums = [lvl.sums[i] + use[i] * windows[i] * means[i][None] for i in range(p)]
+    sums.append(lvl.sums[QY] + use[Q] * windows[Y] * means[Q][None])  # q_t y_(t-k)
+    sums.append(lvl.sums[YQ] + use[Q] * windows[Q] * means[Y][None])  # y_t q_(t-k)
+    tail_sums = tuple(
+        row_add(lvl.tail_sums[j], seg, use[i] * windows[i] * means[i][None])
+        for j, i in enumerate(range(p, f))
     )
-    zero = jnp.where(block_ok[None, :], mean * mean, 0.0)  # (D, F)
-    zero_cross = jnp.where(block_ok[Q], mean[:, Y] * mean[:, Q], 0.0)[:, None].repeat(2, axis=1)
-    pooled = jnp.concatenate(
-        [jnp.concatenate([zero[:, :p], zero_cross], axis=1)[None],
-         jnp.concatenate([lagged[..., :p], jnp.where(cross_ok, cross, 0.0)], axis=-1)],
-    )  # fmt: skip
-    tails = jnp.concatenate([zero[None, :, p:], lagged[..., p:]])  # (L + 1, D, F - P)
+    ok = [block_ok[i].astype(dtype) for i in range(f)]
     return lvl._replace(
-        acc=jnp.zeros_like(lvl.acc),
-        ring=jnp.concatenate([mean[None], ring[:-1]]),
+        acc=tuple(jnp.zeros_like(a) for a in lvl.acc),
+        ring=tuple(rings),
+        blocks=lvl.blocks + 1,
         valid=jnp.where(block_ok, jnp.minimum(valid_prev + 1, lb), 0),
-        sums=lvl.sums + pooled,
-        tail_sums=lvl.tail_sums.at[seg].add(tails),
-        half_sum=lvl.half_sum.at[seg].add(jnp.where(block_ok[None, :], mean, 0.0)),
-        half_count=lvl.half_count.at[seg].add(block_ok.astype(jnp.int32)),
+        sums=tuple(sums),
+        tail_sums=tail_sums,
+        half_sum=tuple(
+            row_add(h, seg, o * m) for h, o, m in zip(lvl.half_sum, ok, means, strict=True)
+        ),
+        half_count=row_add(lvl.half_count, seg, block_ok.astype(jnp.int32)),
     )
 
 
-def _update_levels(levels, v, index, seg, pos, in_split, settings: LagSettings):
-    """Add one draw's features to the block cascade (nested conds: cheap when no block ends)."""
-    if not levels:
-        return levels
-    f = settings.num_features
+def _finish_levels(levels: tuple, index, seg, pos, settings: LagSettings) -> tuple:
+    """Process the level-0 block that just ended, and the higher ones that end with it."""
+    f, p = settings.num_features, settings.num_pooled
     # proxies are defined from reference_draw in the first half, from the start in the second
     first = jnp.asarray([0, 0] + [settings.reference_draw] * (f - 2), jnp.int32)
     proxy_from = jnp.where(seg == 1, 0, first)
     sizes = settings.block_sizes
 
-    def cascade(k: int, levels: tuple, value: jax.Array) -> tuple:
-        """Levels k, k+1, ... (``levels[0]`` is level k) after adding ``value`` to level k."""
+    def cascade(k: int, levels: tuple) -> tuple:
+        """Levels k, k+1, ... (``levels[0]`` is level k, whose block just ended)."""
         lvl = levels[0]
-        lvl = lvl._replace(acc=lvl.acc + value)
         b = sizes[k]
-        done = in_split & ((pos + 1) % b == 0)
+        block_ok = index + 1 - b >= proxy_from
+        means = tuple(a / b for a in lvl.acc)
+        new = _process_block(lvl, means, block_ok, seg, pos + 1 == b, p)
+        rest = tuple(levels[1:])
+        if not rest:
+            return (new,)
+        nxt = rest[0]._replace(acc=tuple(a + c for a, c in zip(rest[0].acc, lvl.acc, strict=True)))
+        rest = (nxt, *rest[1:])
+        done = (pos + 1) % sizes[k + 1] == 0
+        rest = jax.lax.cond(done, lambda r: cascade(k + 1, r), lambda r: r, rest)
+        return (new, *rest)
 
-        def finish(rest: tuple) -> tuple:
-            block_ok = index + 1 - b >= proxy_from
-            new = _process_block(lvl, lvl.acc / b, block_ok, seg, pos + 1 == b)
-            if rest:
-                rest = cascade(k + 1, rest, lvl.acc)
-            return (new, *rest)
-
-        def keep(rest: tuple) -> tuple:
-            return (lvl, *rest)
-
-        return jax.lax.cond(done, finish, keep, tuple(levels[1:]))
-
-    return cascade(0, tuple(levels), jnp.where(in_split, v, 0.0))
+    return cascade(0, tuple(levels))
 
 
 def lag_update(state: LagState, y, x, index, seg, pos, in_split, settings: LagSettings) -> LagState:
-    """Add draw ``index`` of one chain (``y = x - c``)."""
-    f = settings.num_features
-    v = features(y, x, state.reference[seg], settings)
-    defined = (
-        jnp.asarray([True, True] + [False] * (f - 2))
-        | (seg == 1)
-        | (index >= settings.reference_draw)
-    )
-    v = jnp.where(defined[None, :], v, 0.0)
-    use = (defined & in_split).astype(y.dtype)
-    vv = v * use[None, :]
-    m = state.moments
-    moments = m._replace(
-        count=m.count.at[seg].add((defined & in_split).astype(jnp.int32)),
-        sum=m.sum.at[seg].add(vv),
-        sumsq=m.sumsq.at[seg].add(vv * vv),
-    )
-    exact = _update_exact(state.exact, y, seg, pos, in_split, settings)
-    levels = _update_levels(state.levels, v, index, seg, pos, in_split, settings)
-    return LagState(state.reference, exact, levels, moments)
+    """Add draw ``index`` of one chain (``y = x - c``): the per-draw part, without ``cond``.
+
+    Blocks that end here are processed by :func:`lag_slow_path`.
+    """
+    k = len(REFERENCE_LEVELS)
+    v = features(y, x, state.active[:k], state.active[k:], settings)
+    w = in_split.astype(y.dtype)
+    if settings.num_features > 2:
+        dw = ((seg == 1) | (index >= settings.reference_draw)).astype(y.dtype) * w
+        v = (v[0] * w, v[1] * w, *tuple(a * dw for a in v[2:]))
+    else:
+        v = tuple(a * w for a in v)
+    exact = _update_exact(state.exact, y, index, seg, pos, in_split, settings)
+    levels = state.levels
+    if levels:
+        acc = tuple(a + b for a, b in zip(levels[0].acc, v, strict=True))
+        levels = (levels[0]._replace(acc=acc), *levels[1:])
+    return state._replace(exact=exact, levels=levels)
 
 
-def _close_exact(ex: ExactLags, moments: FeatureMoments, settings: LagSettings) -> ExactLags:
+def lag_due(index, seg, pos, in_split, settings: LagSettings) -> jax.Array:
+    """Whether draw ``index`` needs :func:`lag_slow_path` (a block or flush period ends,
+    or the draw is among the first / last ``max_lag`` of its half)."""
+    due = jnp.zeros((), bool)
+    if settings.block_sizes:
+        due = due | (in_split & ((pos + 1) % settings.block_sizes[0] == 0))
+    if settings.max_lag > 0:
+        head, tail = _ends(index, seg, pos, in_split, settings)
+        due = due | ((index + 1) % FLUSH == 0) | head | tail
+    return due
+
+
+def set_reference(state: LagState, row: jax.Array, knots: jax.Array) -> LagState:
+    """Fix half ``row``'s reference quantiles ``(9, D)``; they become the active ones."""
+    slopes = reference_slopes(knots)
+    return state._replace(
+        reference=jax.lax.dynamic_update_index_in_dim(state.reference, knots, row, 0),
+        slopes=jax.lax.dynamic_update_index_in_dim(state.slopes, slopes, row, 0),
+        active=jnp.concatenate([knots, slopes]),
+    )
+
+
+def lag_slow_path(state: LagState, y, index, seg, pos, in_split, settings: LagSettings) -> LagState:
+    """Rare per-draw work: ends of halves, flushes, finished blocks (nested conds)."""
+    exact = state.exact
+    if settings.max_lag > 0:
+        exact = _write_ends(exact, y, index, seg, pos, in_split, settings)
+        exact = jax.lax.cond((index + 1) % FLUSH == 0, flush_exact, lambda e: e, exact)
+    levels = state.levels
+    if levels:
+        done = in_split & ((pos + 1) % settings.block_sizes[0] == 0)
+        levels = jax.lax.cond(
+            done, lambda lv: _finish_levels(lv, index, seg, pos, settings), lambda lv: lv, levels
+        )
+    return state._replace(exact=exact, levels=levels)
+
+
+def _close_exact(ex: ExactLags, half_count, half_sum, count, settings: LagSettings) -> ExactLags:
+    """Centre the exact lag sums at each half's mean (``half_sum`` ``(2, D)``, exact sums of y)."""
     l0 = settings.max_lag
     if l0 == 0:
         return ex
     dtype = ex.sums.dtype
-    sums = ex.sums + ex.partial
-    current = jnp.where(moments.count[1, Y] > 0, 1, 0)
-    t = jnp.arange(l0 + 1)
+    sums = (ex.sums + ex.partial)[::-1][1:]  # lags 1 .. L0 (row t - 1: lag t)
+    m = l0 + 1
+    recent = jax.lax.dynamic_slice_in_dim(ex.ring, (count - 1) % m + 1, m)[::-1][
+        :l0
+    ]  # newest first
+    first_done = (settings.half > 0) & (half_count[0] >= settings.half)
+    t = jnp.arange(1, l0 + 1)
     corr = jnp.zeros_like(sums)
     for j in range(2):
-        n = moments.count[j, Y]
+        n = half_count[j]
         nf = n.astype(dtype)
-        total = moments.sum[j, :, Y]
+        total = half_sum[j]
         mean = total / jnp.maximum(nf, 1.0)
-        last = jnp.where(current == 0, ex.ring, ex.tail) if j == 0 else ex.ring
-        zero = jnp.zeros_like(total)[None]
-        last_cum = jnp.concatenate([zero, jnp.cumsum(last, axis=0)])  # (L0 + 1, D)
-        first_cum = jnp.concatenate([zero, jnp.cumsum(ex.head[j], axis=0)])
-        a = total[None] - last_cum  # sum of y_1 .. y_(n - t)
-        b = total[None] - first_cum  # sum of y_(t + 1) .. y_n
+        last = jnp.where(first_done, ex.tail, recent) if j == 0 else recent
+        a = total[None] - jnp.cumsum(last, axis=0)  # lag t: sum of y_1 .. y_(n - t)
+        b = total[None] - jnp.cumsum(ex.head[j], axis=0)  # sum of y_(t + 1) .. y_n
         term = -mean[None] * (a + b) + (nf - t)[:, None] * (mean * mean)[None]
         corr = corr + jnp.where((t < n)[:, None], term, 0.0)
     z = jnp.zeros_like
-    return ExactLags(z(ex.ring), z(ex.partial), sums + corr, z(ex.head), z(ex.tail))
+    closed = jnp.concatenate([(sums + corr)[::-1], jnp.zeros_like(sums[:1])])  # rows as open
+    return ExactLags(z(ex.ring), z(ex.partial), closed, z(ex.head), z(ex.tail))
 
 
-def _close_level(lvl: BlockLevel, draw_var: jax.Array) -> BlockLevel:
+def _close_level(lvl: BlockLevel, proxy_var: tuple, p: int) -> BlockLevel:
     """Centre one chain's block sums at each half's mean and fold them into the closed sums.
 
-    ``draw_var`` ``(2, D, F)``: each half's per-draw variance of the features.
+    ``proxy_var``: per proxy feature ``(2, D)``, each half's per-draw variance.
     """
-    dtype = lvl.sums.dtype
-    lb = lvl.sums.shape[0] - 1
-    p = lvl.sums.shape[-1] - 2
-    t = jnp.arange(lb + 1)[:, None, None]
-    corr = jnp.zeros_like(lvl.sums)
-    ratio = lvl.tail_ratio
-    chains = lvl.tail_chains
+    dtype = lvl.half_sum[0].dtype
+    lb = lvl.sums[0].shape[0] - 1
+    f = len(lvl.acc)
+    t = (lb - jnp.arange(lb + 1)).astype(dtype)[:, None]  # lag of each row
+    sums = list(lvl.sums)
+    ratio = list(lvl.tail_ratio)
+    chains = list(lvl.tail_chains)
     for j in range(2):
         n = lvl.half_count[j].astype(dtype)  # (F,)
-        mean = lvl.half_sum[j] / jnp.maximum(n, 1.0)  # (D, F)
-        products = jnp.concatenate(
-            [mean[:, :p] * mean[:, :p], (mean[:, Y] * mean[:, Q])[:, None].repeat(2, axis=1)],
-            axis=1,
-        )
-        count = jnp.concatenate([n[:p], n[Q : Q + 1], n[Q : Q + 1]])
-        corr = corr - jnp.maximum(count[None, None, :] - t, 0.0) * products[None]
-        # tails: each split chain's autocovariance per block over its per-draw variance
-        nt = n[p:]
-        mt = mean[:, p:]
-        centred = lvl.tail_sums[j] - jnp.maximum(nt[None, None, :] - t, 0.0) * (mt * mt)[None]
-        var = draw_var[j][:, p:]
-        ok = (var > 0) & (nt[None, :] >= 1)
-        r = centred / jnp.maximum(nt, 1.0)[None, None, :] / jnp.where(ok, var, 1.0)[None]
-        ratio = ratio + jnp.where(ok[None], r, 0.0)
-        chains = chains + ok.astype(dtype)
+        means = [h[j] / jnp.maximum(n[i], 1.0) for i, h in enumerate(lvl.half_sum)]
+        for i in range(p):
+            sums[i] = sums[i] - jnp.maximum(n[i] - t, 0.0) * (means[i] * means[i])[None]
+        cross = jnp.maximum(n[Q] - t, 0.0) * (means[Y] * means[Q])[None]
+        sums[QY] = sums[QY] - cross
+        sums[YQ] = sums[YQ] - cross
+        for k, i in enumerate(range(p, f)):
+            # tails: each split chain's autocovariance per block over its per-draw variance
+            centred = lvl.tail_sums[k][j] - jnp.maximum(n[i] - t, 0.0) * (means[i] * means[i])[None]
+            var = proxy_var[i - 2][j]
+            ok = (var > 0) & (n[i] >= 1)
+            r = centred / jnp.maximum(n[i], 1.0) / jnp.where(ok, var, 1.0)[None]
+            ratio[k] = ratio[k] + jnp.where(ok[None], r, 0.0)
+            chains[k] = chains[k] + ok.astype(dtype)
     z = jnp.zeros_like
     return lvl._replace(
-        acc=z(lvl.acc), ring=z(lvl.ring), valid=z(lvl.valid), sums=lvl.sums + corr,
-        tail_sums=z(lvl.tail_sums), tail_ratio=ratio, tail_chains=chains,
-        half_sum=z(lvl.half_sum), half_count=z(lvl.half_count),
+        acc=tuple(z(a) for a in lvl.acc), ring=tuple(z(r) for r in lvl.ring), blocks=z(lvl.blocks),
+        valid=z(lvl.valid),
+        sums=tuple(sums), tail_sums=tuple(z(a) for a in lvl.tail_sums), tail_ratio=tuple(ratio),
+        tail_chains=tuple(chains), half_sum=tuple(z(h) for h in lvl.half_sum),
+        half_count=z(lvl.half_count),
         closed_count=lvl.closed_count + jnp.sum(lvl.half_count, axis=0),
         closed_chains=lvl.closed_chains + jnp.sum((lvl.half_count > 0).astype(jnp.int32), axis=0),
     )  # fmt: skip
 
 
-def lag_close(state: LagState, settings: LagSettings) -> LagState:
-    """Fold one chain's open lag state into the closed form (centred, summed over halves)."""
-    m = state.moments
-    dtype = m.sum.dtype
-    n = m.count.astype(dtype)[:, None, :]  # (2, 1, F)
-    ss = m.sumsq - m.sum * m.sum / jnp.maximum(n, 1.0)
-    moments = FeatureMoments(
-        jnp.zeros_like(m.count),
-        jnp.zeros_like(m.sum),
-        jnp.zeros_like(m.sumsq),
-        m.closed_ss + jnp.sum(jnp.where(n > 0, ss, 0.0), axis=0),
-        m.closed_count + jnp.sum(m.count, axis=0),
+def lag_close(
+    state: LagState, half_count, half_sum, proxy_var: tuple, count, settings: LagSettings
+) -> LagState:
+    """Fold one chain's open lag state into the closed form.
+
+    Parameters
+    ----------
+    half_count, half_sum
+        ``(2,)`` and ``(2, D)``: the exact count and sum of ``y`` of each split
+        half (from the moments).
+    count
+        Draws the chain has seen (the middle one of an odd ``num_draws`` included).
+    proxy_var
+        Per proxy feature, ``(2, D)``: each half's per-draw variance (from the
+        histograms; empty without proxies).
+    """
+    pm = state.proxies
+    dtype = half_sum.dtype
+    n = half_count.astype(dtype)[:, None]  # (2, 1)
+    proxies = ProxyMoments(
+        tuple(c + jnp.sum(n * v, axis=0) for c, v in zip(pm.closed_ss, proxy_var, strict=True)),
+        pm.closed_count + jnp.sum(half_count).astype(dtype),
     )
-    exact = _close_exact(state.exact, m, settings)
-    draw_var = jnp.where(n > 0, ss / jnp.maximum(n, 1.0), 0.0)  # (2, D, F)
-    levels = tuple(_close_level(lvl, draw_var) for lvl in state.levels)
-    return LagState(jnp.full_like(state.reference, jnp.nan), exact, levels, moments)
+    exact = _close_exact(state.exact, half_count, half_sum, count, settings)
+    levels = tuple(_close_level(lvl, proxy_var, settings.num_pooled) for lvl in state.levels)
+    z = jnp.zeros_like
+    return LagState(z(state.reference), z(state.slopes), z(state.active), exact, levels, proxies)
 
 
 def lag_combine(a: LagState, b: LagState) -> LagState:
     """Sum of two closed lag states."""
+
+    def add(u, v):
+        return jax.tree.map(jnp.add, u, v)
+
     exact = a.exact._replace(sums=a.exact.sums + b.exact.sums)
     levels = tuple(
         la._replace(
-            sums=la.sums + lb.sums,
-            tail_ratio=la.tail_ratio + lb.tail_ratio,
-            tail_chains=la.tail_chains + lb.tail_chains,
+            sums=add(la.sums, lb.sums),
+            tail_ratio=add(la.tail_ratio, lb.tail_ratio),
+            tail_chains=add(la.tail_chains, lb.tail_chains),
             closed_count=la.closed_count + lb.closed_count,
             closed_chains=la.closed_chains + lb.closed_chains,
         )
         for la, lb in zip(a.levels, b.levels, strict=True)
     )
-    moments = a.moments._replace(
-        closed_ss=a.moments.closed_ss + b.moments.closed_ss,
-        closed_count=a.moments.closed_count + b.moments.closed_count,
+    proxies = a.proxies._replace(
+        closed_ss=add(a.proxies.closed_ss, b.proxies.closed_ss),
+        closed_count=a.proxies.closed_count + b.proxies.closed_count,
     )
-    return LagState(a.reference, exact, levels, moments)
+    return LagState(a.reference, a.slopes, a.active, exact, levels, proxies)
 
 
 # -- ESS --------------------------------------------------------------------------------------
 # A "target" maps a closed block level to the target's mean autocovariance per block,
-# (D, L + 1), in the target's own units.
+# (L + 1, D), in the target's own units.
 Target = Callable[[BlockLevel], jax.Array]
 
 
-def _per_block(lvl: BlockLevel, column: int) -> jax.Array:
-    count = jnp.maximum(lvl.closed_count[column], 1).astype(lvl.sums.dtype)
-    return lvl.sums / count
+def _count(lvl: BlockLevel, feature: int) -> jax.Array:
+    return jnp.maximum(lvl.closed_count[feature], 1).astype(lvl.sums[0].dtype)
 
 
-def direct(column: int) -> Target:
+def direct(feature: int) -> Target:
     """The target is the feature itself (y: ESS of the mean)."""
-    return lambda lvl: _per_block(lvl, column)[:, :, column].T
+    return lambda lvl: lvl.sums[feature][::-1] / _count(lvl, feature)
 
 
 def squared_deviation(delta: jax.Array) -> Target:
     """The target is ``(x - mu)^2`` with ``mu - c = delta`` ``(D,)``: exact from y, q and cross."""
 
     def fn(lvl: BlockLevel) -> jax.Array:
-        a = _per_block(lvl, Q)
-        c2 = a[:, :, Q] - 2.0 * delta * (a[:, :, QY] + a[:, :, YQ]) + 4.0 * delta**2 * a[:, :, Y]
-        return c2.T
+        s = lvl.sums
+        c2 = s[Q] - 2.0 * delta * (s[QY] + s[YQ]) + 4.0 * delta**2 * s[Y]
+        return c2[::-1] / _count(lvl, Q)
 
     return fn
 
 
-def proxy(state: LagState, column: int, within: jax.Array, length) -> Target:
+def proxy(state: LagState, feature: int, within: jax.Array, length) -> Target:
     """The target's autocorrelations are those of a pooled proxy feature; its ``W`` is known."""
-    mom = state.moments
+    pm = state.proxies
     dtype = within.dtype
-    v0 = mom.closed_ss[:, column] / jnp.maximum(mom.closed_count[column], 1).astype(dtype)
+    v0 = pm.closed_ss[feature - 2] / jnp.maximum(pm.closed_count, 1.0)
     n = jnp.asarray(length, dtype)
     scale = within * (n - 1.0) / n / v0
-    return lambda lvl: scale[:, None] * _per_block(lvl, column)[:, :, column].T
+    return lambda lvl: scale[None] * lvl.sums[feature][::-1] / _count(lvl, feature)
 
 
-def tail_proxy(column: int, within: jax.Array, length, num_pooled: int) -> Target:
+def tail_proxy(feature: int, within: jax.Array, length, num_pooled: int) -> Target:
     """Like :func:`proxy`, for a tail indicator normalised per split chain."""
     n = jnp.asarray(length, within.dtype)
 
     def fn(lvl: BlockLevel) -> jax.Array:
-        j = column - num_pooled
-        mean_ratio = lvl.tail_ratio[:, :, j] / jnp.maximum(lvl.tail_chains[:, j], 1.0)[None]
-        return (within * (n - 1.0) / n)[:, None] * mean_ratio.T
+        k = feature - num_pooled
+        mean_ratio = lvl.tail_ratio[k][::-1] / jnp.maximum(lvl.tail_chains[k], 1.0)[None]
+        return (within * (n - 1.0) / n)[None] * mean_ratio
 
     return fn
 
@@ -511,15 +601,17 @@ def ess_from_lags(
     candidates = []  # (ess (T, D), terminated, usable, resolution), finest first
     exact_rows = [i for i, t in enumerate(targets) if t.use_exact]
     if exact_rows and settings.max_lag > 0:
-        acm = jnp.broadcast_to(
-            state.exact.sums.T / (n * m), (len(targets), *state.exact.sums.T.shape)
-        )
+        # lag 0 from the exact within sums of squares: W (n - 1) / n = mean_j acov_j(0)
+        lag0 = within[exact_rows[0]] * (n - 1.0) / n
+        lags = state.exact.sums[::-1][1:]  # lags 1 .. L0
+        acm = jnp.concatenate([lag0[:, None], lags.T / (n * m)], axis=1)  # (D, L0 + 1)
+        acm = jnp.broadcast_to(acm, (len(targets), *acm.shape))
         res = geyer_tau(acm, within, var_plus, n)
         allowed = jnp.asarray([t.use_exact for t in targets])[:, None]
         candidates.append((total / res.tau, res.terminated & allowed, (n >= 4) & allowed, 1))
     if state.levels:
         acm = jnp.stack(
-            [jnp.stack([t.acov(lvl) for t in targets]) for lvl in state.levels]
+            [jnp.stack([t.acov(lvl).T for t in targets]) for lvl in state.levels]
         )  # (V, T, D, L + 1)
         cols = [t.column for t in targets]
         count = jnp.stack([lvl.closed_count[jnp.asarray(cols)] for lvl in state.levels]).astype(

@@ -28,6 +28,8 @@ both into that grid: an exact, associative operation.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -47,8 +49,8 @@ EMPTY_FLOOR = -(2**30)
 EMPTY_TOP = 2**30
 
 
-class GridSpec:
-    """Static grid settings: ``mantissa_bits`` (m) and ``binades`` (H).
+class GridSpec(NamedTuple):
+    """Static grid settings: ``mantissa_bits`` (m) and ``binades`` (H) (hashable).
 
     Parameters
     ----------
@@ -58,19 +60,34 @@ class GridSpec:
         Binades above the floor kept before the overflow bucket.
     """
 
-    def __init__(self, mantissa_bits: int, binades: int):
-        if not (isinstance(mantissa_bits, int) and 1 <= mantissa_bits <= 8):
-            raise ValueError(f"mantissa_bits must be an integer in [1, 8], got {mantissa_bits!r}")
-        if not (isinstance(binades, int) and 1 <= binades <= 24):
-            raise ValueError(f"binades must be an integer in [1, 24], got {binades!r}")
-        self.mantissa_bits = mantissa_bits
-        self.binades = binades
-        self.per_binade = 2**mantissa_bits
-        self.side = (binades + 1) * self.per_binade + 1  # ids per sign, overflow last
-        self.size = 2 * self.side  # G
+    mantissa_bits: int
+    binades: int
 
-    def __repr__(self) -> str:
-        return f"GridSpec(mantissa_bits={self.mantissa_bits}, binades={self.binades})"
+    @classmethod
+    def checked(cls, mantissa_bits: int, binades: int) -> GridSpec:
+        if (
+            isinstance(mantissa_bits, bool)
+            or not isinstance(mantissa_bits, int)
+            or not 1 <= mantissa_bits <= 8
+        ):
+            raise ValueError(f"mantissa_bits must be an integer in [1, 8], got {mantissa_bits!r}")
+        if isinstance(binades, bool) or not isinstance(binades, int) or not 1 <= binades <= 24:
+            raise ValueError(f"binades must be an integer in [1, 24], got {binades!r}")
+        return cls(mantissa_bits, binades)
+
+    @property
+    def per_binade(self) -> int:
+        return 2**self.mantissa_bits
+
+    @property
+    def side(self) -> int:
+        """Bucket ids per sign, the overflow bucket last."""
+        return (self.binades + 1) * self.per_binade + 1
+
+    @property
+    def size(self) -> int:
+        """G: buckets of one histogram."""
+        return 2 * self.side
 
 
 def _float_params(dtype) -> tuple[int, int, int, jnp.dtype]:

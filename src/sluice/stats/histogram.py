@@ -1,7 +1,7 @@
 """Per-element histograms on the pilot grid, and what is read from them.
 
 The accumulator here is one part of the diagnostics state (see
-:mod:`sluice.stats.diagnostics`): per chain, one histogram per split half on
+:mod:`sluice.stats.convergence`): per chain, one histogram per split half on
 the grid of :mod:`sluice.stats.grid`. Its floor is chosen from the chain's
 first ``pilot_draws`` draws: ``E = floor(log2 max |x - c|) - 3 + floor_offset``,
 so the grid's linear part (resolution ``2^(E - m)``) spans about an eighth
@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.stats._numerics import blom_scores, chan_merge
+from sluice.stats._numerics import blom_scores, chan_merge, row_set_where
 from sluice.stats.grid import (
     EMPTY_FLOOR,
     EMPTY_TOP,
@@ -66,8 +66,6 @@ class HistogramState(NamedTuple):
 
     floor: jax.Array  # (D,) int32: grid floor exponent E (EMPTY_FLOOR until chosen)
     top: jax.Array  # (D,) int32: grid top exponent T (overflow at |x - c| >= 2^T)
-    pilot_exponents: jax.Array  # (D,) int32: max of floor(log2|x - c|) over nonzero pilot draws
-    pilot_nonzero: jax.Array  # (D,) int32: pilot draws with x != c
     pilot_values: jax.Array  # (B0, D) working dtype: the pilot draws' x - c (binned when closed)
     counts: jax.Array  # (2, D, G) int32: open: one row per split half; closed: row 0 pooled
     quantile_count: jax.Array  # () int32: split chains summarised below
@@ -97,8 +95,6 @@ def histogram_init(d: int, dtype, settings: HistogramSettings) -> HistogramState
     return HistogramState(
         floor=jnp.full((d,), EMPTY_FLOOR, jnp.int32),
         top=jnp.full((d,), EMPTY_TOP, jnp.int32),
-        pilot_exponents=jnp.full((d,), EMPTY_FLOOR, jnp.int32),
-        pilot_nonzero=jnp.zeros((d,), jnp.int32),
         pilot_values=jnp.zeros((settings.pilot_draws, d), dtype),
         counts=jnp.zeros((2, d, g), jnp.int32),
         quantile_count=jnp.zeros((), jnp.int32),
@@ -107,11 +103,26 @@ def histogram_init(d: int, dtype, settings: HistogramSettings) -> HistogramState
     )
 
 
-def _choose_floor(state: HistogramState, pilot: jax.Array, settings: HistogramSettings):
-    """Floor and top from the pilot draws' exponents (fallback: from ``|c|``)."""
+def choose_grid(
+    pilot_values: jax.Array, seen: jax.Array, pilot: jax.Array, settings: HistogramSettings
+) -> tuple[jax.Array, jax.Array]:
+    """Floor and top of a chain's grid from its buffered pilot draws.
+
+    Parameters
+    ----------
+    pilot_values
+        ``(B0, D)``: the first draws' ``x - c``.
+    seen
+        ``(B0,)`` bool: which of them exist.
+    pilot
+        ``(D,)``: the pilot ``c`` (fallback scale ``|c| 2^-20`` when every pilot
+        draw equals it).
+    """
+    ok = seen[:, None] & (pilot_values != 0) & jnp.isfinite(pilot_values)
+    exps = jnp.where(ok, exponent(jnp.where(ok, pilot_values, 1.0)), EMPTY_FLOOR)
+    top_exp = jnp.max(exps, axis=0)
     from_c = jnp.where(pilot != 0, exponent(jnp.where(pilot != 0, pilot, 1.0)) - 20, -100)
-    from_pilot = state.pilot_exponents - 3 + settings.floor_offset
-    floor = jnp.where(state.pilot_nonzero > 0, from_pilot, from_c)
+    floor = jnp.where(jnp.any(ok, axis=0), top_exp - 3 + settings.floor_offset, from_c)
     floor = floor.astype(jnp.int32)
     return floor, floor + settings.spec.binades
 
@@ -119,64 +130,38 @@ def _choose_floor(state: HistogramState, pilot: jax.Array, settings: HistogramSe
 def histogram_update(
     state: HistogramState,
     u: jax.Array,
-    pilot: jax.Array,
     index: jax.Array,
     row: jax.Array,
     settings: HistogramSettings,
 ) -> HistogramState:
     """Add draw ``index`` (``u = x - c``) to half ``row`` of one chain's histograms.
 
-    The first ``pilot_draws`` draws are only buffered (and their exponents
-    summed); the next draw fixes the grid. Both happen under ``lax.cond`` with
-    small operands, so the common path is one bucket index and one scatter-add.
+    The first ``pilot_draws`` draws are only counted later: :func:`histogram_buffer`
+    keeps them and :func:`histogram_fix_grid` (called once, after them) fixes the
+    grid. No ``cond`` and no buffer write here: this runs every draw.
     """
     b0 = settings.pilot_draws
-
-    def buffer(state: HistogramState) -> HistogramState:
-        nonzero = (u != 0) & jnp.isfinite(u)
-        exps = jnp.maximum(
-            state.pilot_exponents,
-            jnp.where(nonzero, exponent(jnp.where(nonzero, u, 1.0)), EMPTY_FLOOR),
-        )
-        values = jax.lax.dynamic_update_slice(
-            state.pilot_values, u[None, :], (index, jnp.zeros((), index.dtype))
-        )
-        return state._replace(
-            pilot_exponents=exps,
-            pilot_nonzero=state.pilot_nonzero + nonzero.astype(jnp.int32),
-            pilot_values=values,
-        )
-
-    def fix_grid(state: HistogramState) -> HistogramState:
-        floor, top = _choose_floor(state, pilot, settings)
-        return state._replace(floor=floor, top=top)
-
-    small = (state.pilot_exponents, state.pilot_nonzero, state.pilot_values, state.floor, state.top)
-
-    def run(fn, pred, small):
-        parts = HistogramState(
-            small[3], small[4], small[0], small[1], small[2], None, None, None, None
-        )
-        out = jax.lax.cond(pred, fn, lambda s: s, parts)
-        return (out.pilot_exponents, out.pilot_nonzero, out.pilot_values, out.floor, out.top)
-
-    small = run(buffer, index < b0, small)
-    small = run(fix_grid, index == b0, small)
-    exps, nz, values, floor, top = small
     g = settings.spec.size
     d = u.shape[0]
-    bucket = bucket_index(u, floor, top, settings.spec)
+    bucket = bucket_index(u, state.floor, state.top, settings.spec)
     flat = (row * d + jnp.arange(d)) * g + bucket
     add = (index >= b0).astype(jnp.int32)
     counts = state.counts.reshape(-1).at[flat].add(add, mode="promise_in_bounds")
-    return state._replace(
-        floor=floor,
-        top=top,
-        pilot_exponents=exps,
-        pilot_nonzero=nz,
-        pilot_values=values,
-        counts=counts.reshape(state.counts.shape),
-    )
+    return state._replace(counts=counts.reshape(state.counts.shape))
+
+
+def histogram_buffer(state: HistogramState, u: jax.Array, index: jax.Array) -> HistogramState:
+    """Keep pilot draw ``index`` (``< pilot_draws``)."""
+    return state._replace(pilot_values=row_set_where(state.pilot_values, index, u, True))
+
+
+def histogram_fix_grid(
+    state: HistogramState, pilot: jax.Array, settings: HistogramSettings
+) -> HistogramState:
+    """Fix the grid from the (complete) pilot block."""
+    seen = jnp.ones((settings.pilot_draws,), bool)
+    floor, top = choose_grid(state.pilot_values, seen, pilot, settings)
+    return state._replace(floor=floor, top=top)
 
 
 def search_rows(sorted_rows: jax.Array, values: jax.Array) -> jax.Array:
@@ -291,7 +276,7 @@ def chain_counts(
     spec = settings.spec
     d, g = state.counts.shape[1:]
     unset = state.floor == EMPTY_FLOOR  # a chain that saw fewer than B0 draws picks it now
-    floor, top = _choose_floor(state, pilot, settings)
+    floor, top = choose_grid(state.pilot_values, pilot_rows >= 0, pilot, settings)
     floor = jnp.where(unset, floor, state.floor)
     top = jnp.where(unset, top, state.top)
     b0 = settings.pilot_draws
@@ -333,8 +318,6 @@ def histogram_close(
     return HistogramState(
         floor=floor,
         top=top,
-        pilot_exponents=jnp.full_like(state.pilot_exponents, EMPTY_FLOOR),
-        pilot_nonzero=jnp.zeros_like(state.pilot_nonzero),
         pilot_values=jnp.zeros_like(state.pilot_values),
         counts=pooled,
         quantile_count=qn,
@@ -366,8 +349,6 @@ def histogram_combine(
     return HistogramState(
         floor=floor,
         top=top,
-        pilot_exponents=a.pilot_exponents,
-        pilot_nonzero=a.pilot_nonzero,
         pilot_values=a.pilot_values,
         counts=jnp.stack([ca + cb, jnp.zeros_like(ca)]),
         quantile_count=n,

@@ -38,6 +38,7 @@ for one chain, as in ArviZ), pooled values from a merged state.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -67,13 +68,17 @@ from sluice.stats.autocorrelation import (
     LagSettings,
     LagState,
     Y,
+    bulk_proxy,
     direct,
     ess_from_lags,
     lag_close,
     lag_combine,
+    lag_due,
     lag_init,
+    lag_slow_path,
     lag_update,
     proxy,
+    set_reference,
     squared_deviation,
     tail_proxy,
 )
@@ -86,8 +91,10 @@ from sluice.stats.histogram import (
     chain_counts,
     counts_hdi,
     counts_quantile,
+    histogram_buffer,
     histogram_close,
     histogram_combine,
+    histogram_fix_grid,
     histogram_init,
     histogram_update,
     interp_rows,
@@ -124,8 +131,9 @@ class DiagnosticsSettings(NamedTuple):
 class SplitMoments(NamedTuple):
     """Exact moments: open per-half sums of one chain, and closed between-chain summaries."""
 
-    partial: jax.Array  # (4, D): sums of y, y^2, y^3, y^4 since the last flush (open)
-    half_count: jax.Array  # (2,) int32: draws in each split half (open)
+    partial: tuple  # 4 x (D,): sums of y, y^2, y^3, y^4 since the last flush (open; flushed
+    #   at least at the end of the first half, so they always belong to one half)
+    half_count: jax.Array  # (2,) int32: draws in each split half (open; set when closing)
     half_sum: Compensated  # (2, D): sum of y per half (open, flushed)
     half_sumsq: Compensated  # (2, D): sum of y^2 per half (open)
     middle: jax.Array  # (D,): y of the middle draw of an odd num_draws (open)
@@ -159,7 +167,8 @@ def _moments_init(d: int, dtype) -> SplitMoments:
     z = compensated_zeros
     i32 = jnp.int32
     return SplitMoments(
-        jnp.zeros((4, d), dtype), jnp.zeros((2,), i32), z((2, d), dtype), z((2, d), dtype), jnp.zeros((d,), dtype),
+        tuple(jnp.zeros((d,), dtype) for _ in range(4)),
+        jnp.zeros((2,), i32), z((2, d), dtype), z((2, d), dtype), jnp.zeros((d,), dtype),
         jnp.zeros((), i32), z((d,), dtype), z((d,), dtype), z((d,), dtype), z((d,), dtype),
         jnp.full((d,), jnp.inf, dtype), jnp.full((d,), -jnp.inf, dtype),
         jnp.zeros((), i32), jnp.full((), 2**31 - 1, i32), jnp.zeros((), i32),
@@ -200,46 +209,50 @@ def heavy_elements(example: PyTree, max_elements: int | None) -> np.ndarray | No
 
 
 def _flush(mo: SplitMoments, seg: jax.Array) -> SplitMoments:
-    """Add the partial sums into half ``seg``'s and the pooled compensated sums."""
+    """Add the partial sums (all of half ``seg``) into the compensated sums."""
+    p1, p2, p3, p4 = mo.partial
 
-    def row_add(acc: Compensated, value) -> Compensated:
-        new = compensated_add(Compensated(acc.hi[seg], acc.lo[seg]), value)
-        return Compensated(acc.hi.at[seg].set(new.hi), acc.lo.at[seg].set(new.lo))
+    def row(acc: Compensated, value) -> Compensated:
+        hi = jax.lax.dynamic_index_in_dim(acc.hi, seg, keepdims=False)
+        lo = jax.lax.dynamic_index_in_dim(acc.lo, seg, keepdims=False)
+        new = compensated_add(Compensated(hi, lo), value)
+        return Compensated(
+            jax.lax.dynamic_update_index_in_dim(acc.hi, new.hi, seg, 0),
+            jax.lax.dynamic_update_index_in_dim(acc.lo, new.lo, seg, 0),
+        )
 
-    p = mo.partial
     return mo._replace(
-        partial=jnp.zeros_like(p),
-        half_sum=row_add(mo.half_sum, p[0]),
-        half_sumsq=row_add(mo.half_sumsq, p[1]),
-        total_sum3=compensated_add(mo.total_sum3, p[2]),
-        total_sum4=compensated_add(mo.total_sum4, p[3]),
+        partial=tuple(jnp.zeros_like(a) for a in mo.partial),
+        half_sum=row(mo.half_sum, p1),
+        half_sumsq=row(mo.half_sumsq, p2),
+        total_sum3=compensated_add(mo.total_sum3, p3),
+        total_sum4=compensated_add(mo.total_sum4, p4),
     )
 
 
-def _moments_update(mo: SplitMoments, x, y, seg, pos, in_split, half: int) -> SplitMoments:
-    y2 = y * y
-    powers = jnp.stack([y, y2, y2 * y, y2 * y2])
-    mo = mo._replace(
-        partial=mo.partial + jnp.where(in_split, powers, 0.0),
-        half_count=mo.half_count.at[seg].add(in_split.astype(jnp.int32)),
-        middle=jnp.where(in_split, mo.middle, y),
+def _moments_update(mo: SplitMoments, x, y, in_split) -> SplitMoments:
+    """Per-draw part (no ``cond``, no indexing): plain partial sums and extremes."""
+    yw = y * in_split.astype(y.dtype)
+    y2w = yw * y
+    p1, p2, p3, p4 = mo.partial
+    return mo._replace(
+        partial=(p1 + yw, p2 + y2w, p3 + y2w * y, p4 + y2w * y2w),
         xmin=jnp.minimum(mo.xmin, x),
         xmax=jnp.maximum(mo.xmax, x),
     )
-    due = in_split & (((pos + 1) % FLUSH == 0) | (pos + 1 == half))
-    small = (mo.partial, mo.half_sum, mo.half_sumsq, mo.total_sum3, mo.total_sum4)
-
-    def flush(small):
-        out = _flush(mo._replace(partial=small[0], half_sum=small[1], half_sumsq=small[2],
-                                 total_sum3=small[3], total_sum4=small[4]), seg)  # fmt: skip
-        return (out.partial, out.half_sum, out.half_sumsq, out.total_sum3, out.total_sum4)
-
-    p, hs, hss, s3, s4 = jax.lax.cond(due, flush, lambda small: small, small)
-    return mo._replace(partial=p, half_sum=hs, half_sumsq=hss, total_sum3=s3, total_sum4=s4)
 
 
-def _moments_close(mo: SplitMoments, has_middle: jax.Array, last_seg: jax.Array) -> SplitMoments:
-    mo = _flush(mo, last_seg)
+def _half_counts(count: jax.Array, num_draws: int | None) -> jax.Array:
+    """``(2,)`` int32: draws of a chain that saw ``count`` in each split half."""
+    if num_draws is None:
+        return jnp.stack([count, jnp.zeros_like(count)])
+    half = num_draws // 2
+    second = num_draws - half
+    return jnp.stack([jnp.minimum(count, half), jnp.maximum(count - second, 0)]).astype(jnp.int32)
+
+
+def _moments_close(mo: SplitMoments, has_middle: jax.Array) -> SplitMoments:
+    """Fold one chain's (flushed) half sums into the between-chain summaries."""
     mid = jnp.where(has_middle, mo.middle, 0.0)
     mo = mo._replace(
         total_sum3=compensated_add(mo.total_sum3, mid**3),
@@ -344,6 +357,33 @@ def _reference_quantiles(
     return counts_quantile(counts[0] + counts[1], lo, hi, probs)
 
 
+def _proxy_variance(hist, lags, pilot, count, xmin, xmax, settings: DiagnosticsSettings) -> tuple:
+    """Per proxy feature, ``(2, D)``: each half's per-draw variance, read from its histogram.
+
+    The proxies are functions of the draw and the half's reference knots;
+    evaluated at bucket midpoints, weighted by the half's counts.
+    """
+    hs = settings.histogram
+    floor, top, counts = chain_counts(hist, pilot, _pilot_rows(count, settings), hs)
+    lo, hi = value_edges(floor, top, pilot, xmin, xmax, hs.spec)
+    mid = 0.5 * (lo + hi).T  # (G, D)
+    out = ([], [], [])
+    for j in range(2):
+        knots = lags.reference[j][:, None, :]  # (9, 1, D)
+        slopes = lags.slopes[j][:, None, :]
+        w = counts[j].T.astype(mid.dtype)  # (G, D)
+        n = jnp.maximum(jnp.sum(w, axis=0), 1.0)
+        values = (
+            bulk_proxy(mid, knots, slopes),
+            (mid <= knots[1]).astype(mid.dtype),
+            (mid > knots[7]).astype(mid.dtype),
+        )
+        for k, v in enumerate(values):
+            mean = jnp.sum(w * v, axis=0) / n
+            out[k].append(jnp.maximum(jnp.sum(w * v * v, axis=0) / n - mean * mean, 0.0))
+    return tuple(jnp.stack(v) for v in out)
+
+
 def _close(state: DiagnosticsState, settings: DiagnosticsSettings) -> DiagnosticsState:
     """Fold the open chain (if any) into the between-chain summaries."""
 
@@ -355,19 +395,29 @@ def _close(state: DiagnosticsState, settings: DiagnosticsSettings) -> Diagnostic
         if n is not None and n % 2 == 1:
             has_middle = state.count > n // 2
         last_seg, _, _ = _split_position(state.count - 1, n)
-        moments = _moments_close(state.moments, has_middle, last_seg)
-        hist = state.histogram
+        half_count = _half_counts(state.count, n)
+        flushed = _flush(state.moments, last_seg)._replace(half_count=half_count)
+        half_sum = jnp.stack(
+            [
+                compensated_value(Compensated(flushed.half_sum.hi[j], flushed.half_sum.lo[j]))
+                for j in range(2)
+            ]
+        )  # (2, D): exact sums of y of each half
+        moments = _moments_close(flushed, has_middle)
+        heavy = heavy_elements(state.pilot, settings.max_elements)
+        xmin, xmax, ph = state.moments.xmin, state.moments.xmax, pilot
+        if heavy is not None:
+            xmin, xmax, ph = xmin[heavy], xmax[heavy], pilot[heavy]
+            half_sum = half_sum[:, heavy]
+        hist, lags = state.histogram, state.lags
+        proxy_var: tuple = ()
+        if lags is not None and settings.lags.proxies:
+            proxy_var = _proxy_variance(hist, lags, ph, state.count, xmin, xmax, settings)
         if hist is not None:
-            heavy = heavy_elements(state.pilot, settings.max_elements)
-            xmin, xmax, ph = state.moments.xmin, state.moments.xmax, pilot
-            if heavy is not None:
-                xmin, xmax, ph = xmin[heavy], xmax[heavy], pilot[heavy]
-            hist = histogram_close(
-                hist, ph, _pilot_rows(state.count, settings), xmin, xmax, settings.histogram
-            )
-        lags = state.lags
+            rows = _pilot_rows(state.count, settings)
+            hist = histogram_close(hist, ph, rows, xmin, xmax, settings.histogram)
         if lags is not None:
-            lags = lag_close(lags, settings.lags)
+            lags = lag_close(lags, half_count, half_sum, proxy_var, state.count, settings.lags)
         return DiagnosticsState(
             state.pilot, jnp.zeros_like(state.count), state.num_chains + 1, state.consistent,
             moments, hist, lags,
@@ -401,7 +451,67 @@ def _combine(
     )
 
 
+def _events(index, seg, pos, in_split, settings: DiagnosticsSettings) -> dict[str, jax.Array]:
+    """The rare things draw ``index`` triggers (each a bool)."""
+    after = index + 1
+    n = settings.num_draws
+    half = n // 2 if n is not None else -1
+    events = {"flush": (after % FLUSH == 0) | (after == half)}  # partial sums stay in one half
+    if n is not None and n % 2 == 1:
+        events["middle"] = index == half
+    if settings.histogram is not None:
+        events["pilot"] = index < settings.histogram.pilot_draws
+        events["grid"] = after == settings.histogram.pilot_draws
+    ls = settings.lags
+    if ls is not None:
+        events["lags"] = lag_due(index, seg, pos, in_split, ls)
+        if ls.proxies:
+            events["reference0"] = after == ls.reference_draw
+            events["reference1"] = after == n - half
+    return events
+
+
+def _slow_path(
+    state: DiagnosticsState, y_all, y, index, seg, pos, in_split, events, settings
+) -> DiagnosticsState:
+    """The rare work of :func:`_events` (nested conds, or selects on single rows)."""
+    dtype = state.moments.middle.dtype
+    moments = jax.lax.cond(events["flush"], lambda m: _flush(m, seg), lambda m: m, state.moments)
+    if "middle" in events:
+        moments = moments._replace(middle=jnp.where(events["middle"], y_all, moments.middle))
+    hist, lags = state.histogram, state.lags
+    heavy = heavy_elements(state.pilot, settings.max_elements)
+    pilot = flatten(state.pilot, dtype)
+    xmin, xmax = moments.xmin, moments.xmax
+    if heavy is not None:
+        pilot, xmin, xmax = pilot[heavy], xmin[heavy], xmax[heavy]
+    if hist is not None:
+        hs = settings.histogram
+        hist = jax.lax.cond(
+            events["pilot"], lambda h: histogram_buffer(h, y, index), lambda h: h, hist
+        )
+        hist = jax.lax.cond(
+            events["grid"], lambda h: histogram_fix_grid(h, pilot, hs), lambda h: h, hist
+        )
+    if lags is not None:
+        if settings.lags.proxies:
+            row = events["reference1"].astype(jnp.int32)
+
+            def fix(h, lg):
+                q = _reference_quantiles(h, pilot, index + 1, xmin, xmax, settings).T  # (9, D)
+                return set_reference(lg, row, q)
+
+            due = events["reference0"] | events["reference1"]
+            lags = jax.lax.cond(due, fix, lambda h, lg: lg, hist, lags)
+        lags = lag_slow_path(lags, y, index, seg, pos, in_split, settings.lags)
+    return state._replace(moments=moments, histogram=hist, lags=lags)
+
+
+@functools.lru_cache(maxsize=64)
 def _make_core(settings: DiagnosticsSettings) -> tuple:
+    """``(init, update, merge, finalize_flat)`` for ``settings``; the same function
+    objects for equal settings, so ``jax.jit`` caches their compiles across factories."""
+
     def init(example: PyTree) -> DiagnosticsState:
         dtype = working_dtype(example)
         d = num_elements(example)
@@ -420,36 +530,28 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
         y = x - pilot
         index = state.count
         seg, pos, in_split = _split_position(index, settings.num_draws)
-        half = settings.num_draws // 2 if settings.num_draws is not None else -1
-        moments = _moments_update(state.moments, x, y, seg, pos, in_split, half)
-        hist = state.histogram
-        lags = state.lags
+        moments = _moments_update(state.moments, x, y, in_split)
+        y_all = y
+        hist, lags = state.histogram, state.lags
         heavy = heavy_elements(state.pilot, settings.max_elements)
         if heavy is not None:  # histograms and lags see the selected elements only
             x, y, pilot = x[heavy], y[heavy], pilot[heavy]
         if hist is not None:
-            hist = histogram_update(hist, y, pilot, index, seg, settings.histogram)
-        if lags is not None and settings.lags.proxies:
-            # each half's proxy reference: the chain's quantiles so far, fixed at one draw
-            # (after the histogram update: a cond reading a buffer updated later would copy it)
-            second = settings.num_draws - settings.num_draws // 2
-            due = (index == settings.lags.reference_draw) | (index == second)
-            row = (index == second).astype(jnp.int32)
-
-            xmin, xmax = moments.xmin, moments.xmax
-            if heavy is not None:
-                xmin, xmax = xmin[heavy], xmax[heavy]
-
-            def fix(h, r):
-                q = _reference_quantiles(h, pilot, index + 1, xmin, xmax, settings)
-                return r.at[row].set(q)
-
-            reference = jax.lax.cond(due, fix, lambda h, r: r, hist, lags.reference)
-            lags = lags._replace(reference=reference)
+            hist = histogram_update(hist, y, index, seg, settings.histogram)
         if lags is not None:
             lags = lag_update(lags, y, x, index, seg, pos, in_split, settings.lags)
-        return DiagnosticsState(
+        state = DiagnosticsState(
             state.pilot, index + 1, state.num_chains, state.consistent, moments, hist, lags
+        )
+        # Everything rare (flushes, fixing the grid and the proxy references, finished
+        # blocks) goes through ONE cond per draw: each cond costs ~0.5 us on CPU. It comes
+        # last: a cond that reads a buffer updated after it in the same step copies it.
+        events = _events(index, seg, pos, in_split, settings)
+        return jax.lax.cond(
+            jnp.any(jnp.stack(list(events.values()))),
+            lambda st: _slow_path(st, y_all, y, index, seg, pos, in_split, events, settings),
+            lambda st: st,
+            state,
         )
 
     def merge(a: DiagnosticsState, b: DiagnosticsState) -> DiagnosticsState:
@@ -719,7 +821,7 @@ def histogram_settings(
     num_levels: int = 12,
 ) -> HistogramSettings:  # fmt: skip
     """Validated :class:`~sluice.stats.histogram.HistogramSettings` (see :mod:`sluice.stats.grid`)."""
-    spec = GridSpec(mantissa_bits, binades)
+    spec = GridSpec.checked(mantissa_bits, binades)
     if isinstance(pilot_draws, bool) or not isinstance(pilot_draws, int) or pilot_draws < 1:
         raise ValueError(f"pilot_draws must be a positive integer, got {pilot_draws!r}")
     if isinstance(floor_offset, bool) or not isinstance(floor_offset, int) or abs(floor_offset) > 8:
@@ -732,7 +834,7 @@ def histogram_settings(
 def lag_settings(
     num_draws: int,
     max_lag: int = 8,
-    block_sizes: tuple[int, ...] = (4, 16, 64, 256),
+    block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int = 8,
     proxies: bool = True,
     reference_draw: int | None = None,
@@ -783,7 +885,7 @@ def _build(
     probs: tuple[float, ...] = (),
     hdi_prob: float | None = None,
     max_lag: int = 8,
-    block_sizes: tuple[int, ...] = (4, 16, 64, 256),
+    block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int = 8,
     reference_draw: int | None = None,
     mantissa_bits: int = 4,
@@ -844,7 +946,7 @@ def diagnostics(
     hdi_prob: float | None = 0.94,
     histogram: bool = True,
     max_lag: int = 8,
-    block_sizes: tuple[int, ...] = (4, 16, 64, 256),
+    block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int = 8,
     reference_draw: int | None = None,
     max_elements: int | None = 4096,
@@ -1002,7 +1104,7 @@ def ess(
     *,
     method: str = "bulk",
     max_lag: int = 8,
-    block_sizes: tuple[int, ...] = (4, 16, 64, 256),
+    block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int = 8,
     **options: Any,
 ) -> Statistic:
