@@ -563,6 +563,11 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
     return init, update, merge, finalize
 
 
+def _core_key(settings: DiagnosticsSettings) -> DiagnosticsSettings:
+    """The settings that matter to init, update and merge (outputs aside)."""
+    return settings._replace(probs=(), hdi_prob=None)
+
+
 # -- finalize ------------------------------------------------------------------------------
 def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> dict[str, jax.Array]:
     """All outputs, as flat ``(D, ...)`` arrays, from a closed state."""
@@ -817,7 +822,7 @@ def _check_max_elements(max_elements: Any) -> int | None:
 
 
 def histogram_settings(
-    mantissa_bits: int = 4, binades: int = 10, pilot_draws: int = 16, floor_offset: int = 0,
+    mantissa_bits: int = 5, binades: int = 8, pilot_draws: int = 16, floor_offset: int = 0,
     num_levels: int = 12,
 ) -> HistogramSettings:  # fmt: skip
     """Validated :class:`~sluice.stats.histogram.HistogramSettings` (see :mod:`sluice.stats.grid`)."""
@@ -888,8 +893,8 @@ def _build(
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int = 8,
     reference_draw: int | None = None,
-    mantissa_bits: int = 4,
-    binades: int = 10,
+    mantissa_bits: int = 5,
+    binades: int = 8,
     pilot_draws: int = 16,
     num_levels: int = 12,
     max_elements: int | None = None,
@@ -913,10 +918,12 @@ def _build(
 
 
 def _statistic(settings: DiagnosticsSettings, select: Callable[[PyTree, dict], Any]) -> Statistic:
-    init, update, merge, finalize_flat = _make_core(settings)
+    # statistics that differ only in their outputs share init / update / merge (and so
+    # their compiles); finalize reads the outputs this one reports
+    init, update, merge, _ = _make_core(_core_key(settings))
 
     def finalize(state: DiagnosticsState) -> Any:
-        return select(state.pilot, finalize_flat(state))
+        return select(state.pilot, _finalize_flat(_close(state, settings), settings))
 
     return Statistic(init, update, merge, finalize)
 
@@ -950,8 +957,8 @@ def diagnostics(
     block_lags: int = 8,
     reference_draw: int | None = None,
     max_elements: int | None = 4096,
-    mantissa_bits: int = 4,
-    binades: int = 10,
+    mantissa_bits: int = 5,
+    binades: int = 8,
     pilot_draws: int = 16,
     num_levels: int = 12,
 ) -> Statistic:
