@@ -32,7 +32,7 @@ from tests.stats.helpers import (
 
 from sluice import stats
 
-CHAINS, DRAWS, CHUNK = 3, 512, 96
+CHAINS, DRAWS, CHUNK = 3, 2000, 256  # DRAWS as test_stats_summary: they share compiles
 MAX_LAG = 63  # Geyer stops far below this for rho = 0.5 (tau = 3): exact ess_mean
 
 
@@ -113,7 +113,7 @@ CASES = {
         0,
         _loc_tol(0.1),
     ),
-    # HDI endpoints are order statistics at an argmin: a fifth of an sd on 1536 draws
+    # HDI endpoints are order statistics at an argmin: a fifth of an sd
     "hdi": (stats.hdi(0.8), lambda: _ref_hdi(0.8), 0, _loc_tol(0.2)),
     "rhat_split": (
         stats.rhat(DRAWS, method="split"),
@@ -218,7 +218,7 @@ def runs():
 def test_chunked_equals_per_draw_and_compiles_once(name, runs):
     s = CASES[name][0] if name in CASES else SUMMARY
     advance, counted = chunk_runner(s.update, CHUNK)
-    finalize = jax.jit(s.finalize)
+    finalize = s.finalize  # diagnostics compile it once per settings (shared by their views)
     for c in range(CHAINS):
         state = s.init(EXAMPLE)
         for start in range(0, DRAWS, CHUNK):
@@ -239,7 +239,7 @@ def test_chunked_equals_per_draw_and_compiles_once(name, runs):
 @pytest.mark.parametrize("name", list(CASES))
 def test_merged_equals_reference_in_any_tree(name, runs, rng):
     s, reference, rtol, atol = CASES[name]
-    merge, finalize = jax.jit(s.merge), jax.jit(s.finalize)
+    merge, finalize = s.merge, s.finalize
     states = [take_chain(runs[name], c) for c in range(CHAINS)]
     first = finalize(merge_tree(merge, states, rng))
     second = finalize(merge_tree(merge, states, rng))
@@ -252,7 +252,7 @@ def test_merged_equals_reference_in_any_tree(name, runs, rng):
 @pytest.mark.parametrize("name", [*CASES, "summary"])
 def test_merging_with_empty_changes_nothing(name, runs, rng):
     s = CASES[name][0] if name in CASES else SUMMARY
-    merge, finalize = jax.jit(s.merge), jax.jit(s.finalize)
+    merge, finalize = s.merge, s.finalize
     empty = s.init(EXAMPLE)
     one = take_chain(runs[name], 0)
     merged = merge(one, take_chain(runs[name], 1))
@@ -265,7 +265,7 @@ def test_merging_with_empty_changes_nothing(name, runs, rng):
 
 
 def test_summary_matches_arviz_on_exact_outputs(runs, rng):
-    merge, finalize = jax.jit(SUMMARY.merge), jax.jit(SUMMARY.finalize)
+    merge, finalize = SUMMARY.merge, SUMMARY.finalize
     out = finalize(merge_tree(merge, [take_chain(runs["summary"], c) for c in range(CHAINS)], rng))
     for key, expected in _summary_reference().items():
         assert_trees_close(out[key], expected, rtol=1e-4, atol=1e-5, err_msg=key)
@@ -276,7 +276,7 @@ def test_sequential_chains_equal_vectorized(runs):
 
     draws = jax.tree.map(jnp.asarray, DRAWS_NP)
     states = sequential_runner(SUMMARY.init, SUMMARY.update)(EXAMPLE, draws)
-    finalize = jax.jit(SUMMARY.finalize)
+    finalize = SUMMARY.finalize
     for c in range(CHAINS):
         assert_trees_close(finalize(take_chain(states, c)), finalize(take_chain(runs["summary"], c)),
                            rtol=1e-5, atol=1e-6)  # fmt: skip

@@ -53,16 +53,26 @@ def _two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     return s, e
 
 
+def _renormalise(hi: jax.Array, lo: jax.Array) -> Compensated:
+    """Fast2Sum of ``hi + lo`` (``|hi| >= |lo|``): keeps ``lo`` below half an ulp of ``hi``.
+
+    Without it ``lo`` grows with the rounding errors it collects (to ~1e-3 of the
+    sum after 10^7 float32 additions) and its own additions lose digits.
+    """
+    h = hi + lo
+    return Compensated(h, lo - (h - hi))
+
+
 def compensated_add(acc: Compensated, x: jax.Array) -> Compensated:
     """Add ``x`` to a compensated sum (elementwise)."""
     s, e = _two_sum(acc.hi, x)
-    return Compensated(s, acc.lo + e)
+    return _renormalise(s, acc.lo + e)
 
 
 def compensated_merge(a: Compensated, b: Compensated) -> Compensated:
     """Sum of two compensated sums."""
     s, e = _two_sum(a.hi, b.hi)
-    return Compensated(s, a.lo + b.lo + e)
+    return _renormalise(s, a.lo + b.lo + e)
 
 
 def compensated_value(acc: Compensated) -> jax.Array:

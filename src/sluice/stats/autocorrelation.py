@@ -448,8 +448,9 @@ def _close_level(lvl: BlockLevel, proxy_var: tuple, p: int) -> BlockLevel:
         sums=tuple(sums), tail_sums=tuple(z(a) for a in lvl.tail_sums), tail_ratio=tuple(ratio),
         tail_chains=tuple(chains), half_sum=tuple(z(h) for h in lvl.half_sum),
         half_count=z(lvl.half_count),
-        closed_count=lvl.closed_count + jnp.sum(lvl.half_count, axis=0),
-        closed_chains=lvl.closed_chains + jnp.sum((lvl.half_count > 0).astype(jnp.int32), axis=0),
+        closed_count=lvl.closed_count + jnp.sum(lvl.half_count, axis=0, dtype=jnp.int32),
+        closed_chains=lvl.closed_chains
+        + jnp.sum((lvl.half_count > 0).astype(jnp.int32), axis=0, dtype=jnp.int32),
     )  # fmt: skip
 
 

@@ -293,7 +293,9 @@ def _moments_close(mo: SplitMoments, has_middle: jax.Array) -> SplitMoments:
         half_sum=Compensated(z(mo.half_sum.hi), z(mo.half_sum.lo)),
         half_sumsq=Compensated(z(mo.half_sumsq.hi), z(mo.half_sumsq.lo)),
         middle=z(mo.middle),
-        total_count=mo.total_count + jnp.sum(mo.half_count) + has_middle.astype(jnp.int32),
+        total_count=mo.total_count
+        + jnp.sum(mo.half_count, dtype=jnp.int32)
+        + has_middle.astype(jnp.int32),
         total_sum=compensated_merge(mo.total_sum, both_sum),
         total_sumsq=compensated_merge(mo.total_sumsq, both_sumsq),
         split_count=n_split,
@@ -357,14 +359,15 @@ def _reference_quantiles(
     return counts_quantile(counts[0] + counts[1], lo, hi, probs)
 
 
-def _proxy_variance(hist, lags, pilot, count, xmin, xmax, settings: DiagnosticsSettings) -> tuple:
+def _proxy_variance(grid, lags, pilot, xmin, xmax, settings: DiagnosticsSettings) -> tuple:
     """Per proxy feature, ``(2, D)``: each half's per-draw variance, read from its histogram.
 
     The proxies are functions of the draw and the half's reference knots;
-    evaluated at bucket midpoints, weighted by the half's counts.
+    evaluated at bucket midpoints, weighted by the half's counts (``grid`` from
+    :func:`~sluice.stats.histogram.chain_counts`).
     """
     hs = settings.histogram
-    floor, top, counts = chain_counts(hist, pilot, _pilot_rows(count, settings), hs)
+    floor, top, counts = grid
     lo, hi = value_edges(floor, top, pilot, xmin, xmax, hs.spec)
     mid = 0.5 * (lo + hi).T  # (G, D)
     out = ([], [], [])
@@ -411,11 +414,12 @@ def _close(state: DiagnosticsState, settings: DiagnosticsSettings) -> Diagnostic
             half_sum = half_sum[:, heavy]
         hist, lags = state.histogram, state.lags
         proxy_var: tuple = ()
-        if lags is not None and settings.lags.proxies:
-            proxy_var = _proxy_variance(hist, lags, ph, state.count, xmin, xmax, settings)
         if hist is not None:
             rows = _pilot_rows(state.count, settings)
-            hist = histogram_close(hist, ph, rows, xmin, xmax, settings.histogram)
+            grid = chain_counts(hist, ph, rows, settings.histogram)
+            if lags is not None and settings.lags.proxies:
+                proxy_var = _proxy_variance(grid, lags, ph, xmin, xmax, settings)
+            hist = histogram_close(hist, ph, xmin, xmax, settings.histogram, grid)
         if lags is not None:
             lags = lag_close(lags, half_count, half_sum, proxy_var, state.count, settings.lags)
         return DiagnosticsState(
@@ -554,6 +558,7 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
             state,
         )
 
+    @jax.jit  # compiled once per settings when called eagerly; inlined under an outer jit
     def merge(a: DiagnosticsState, b: DiagnosticsState) -> DiagnosticsState:
         return _combine(_close(a, settings), _close(b, settings), settings)
 
@@ -645,17 +650,18 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
         lo, hi = value_edges(hist.floor, hist.top, hpilot, h(mo.xmin), h(mo.xmax), hs.spec)
         counts = hist.counts[0]
         nan_rows = h(bad)[:, None]
+        # every fixed quantile level needed below, in one call
+        fixed = (*settings.probs, 0.5, 0.025, 0.075, 0.925, 0.975)
+        q_all = counts_quantile(counts, lo, hi, jnp.asarray(fixed, dtype))
+        q_fixed = {p: q_all[:, i] for i, p in enumerate(fixed)}
         if settings.probs:
-            probs = jnp.asarray(settings.probs, dtype)
-            heavy_out["quantiles"] = jnp.where(
-                nan_rows, jnp.nan, counts_quantile(counts, lo, hi, probs)
-            )
+            heavy_out["quantiles"] = jnp.where(nan_rows, jnp.nan, q_all[:, : len(settings.probs)])
         if settings.hdi_prob is not None:
             heavy_out["hdi"] = jnp.where(
                 nan_rows, jnp.nan, counts_hdi(counts, lo, hi, settings.hdi_prob)
             )
         if settings.num_draws is not None:
-            rank = _rank_parts(hist, counts, lo, hi, hpilot, n, m, hs, dtype)
+            rank = _rank_parts(hist, counts, lo, hi, hpilot, n, m, hs, dtype, q_fixed[0.5])
             for name, key in (("bulk", "r_hat_bulk"), ("fold", "r_hat_folded")):
                 r = rhat_from_summaries(m, n, rank[f"w_{name}"], rank[f"b_{name}"])
                 heavy_out[key] = jnp.where(chains >= 2, clean(r), jnp.nan)
@@ -664,7 +670,8 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
                 w_z, b_z = rank["w_bulk"], rank["b_bulk"]
                 targets["bulk"] = EssTarget(proxy(lag, BULK, w_z, n), BULK, w_z, b_z, False)
                 for feature, p in ((TAIL_LO, 0.05), (TAIL_HI, 0.95)):
-                    w_i, b_i = _tail_variance(counts, lo, hi, hist, n, m, p, hs, dtype)
+                    q_pm = (q_fixed[round(p - 0.025, 3)], q_fixed[round(p + 0.025, 3)])
+                    w_i, b_i = _tail_variance(counts, hist, n, m, p, q_pm, hs, dtype)
                     target = tail_proxy(feature, w_i, n, ls.num_pooled)
                     targets[f"tail{feature}"] = EssTarget(target, feature, w_i, b_i, False)
     if targets:
@@ -697,14 +704,13 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
 
 
 def _rank_parts(
-    hist, counts, lo, hi, pilot, n, m, hs: HistogramSettings, dtype
+    hist, counts, lo, hi, pilot, n, m, hs: HistogramSettings, dtype, median
 ) -> dict[str, jax.Array]:
     """Within (W) and between (var of chain means) terms of ArviZ's rank-normalised R-hat."""
     total = jnp.sum(counts, axis=1).astype(dtype)
     nb = counts.astype(dtype)
     z = bucket_scores(counts, dtype)
     # folded: buckets ordered by distance of their centre from the pooled median
-    median = counts_quantile(counts, lo, hi, jnp.asarray([0.5], dtype))[:, 0]
     dist = jnp.abs(0.5 * (lo + hi) - median[:, None])
     order = jnp.argsort(dist, axis=1, stable=True)
     n_sorted = jnp.take_along_axis(nb, order, axis=1)
@@ -755,12 +761,14 @@ def _rank_parts(
     return out
 
 
-def _tail_variance(counts, lo, hi, hist, n, m, p: float, hs: HistogramSettings, dtype):
-    """W and var(chain means) of the indicator ``x <= q_p`` (delta method on chain quantiles)."""
+def _tail_variance(counts, hist, n, m, p: float, q_pm, hs: HistogramSettings, dtype):
+    """W and var(chain means) of the indicator ``x <= q_p`` (delta method on chain quantiles).
+
+    ``q_pm``: the pooled quantiles at ``p -/+ 0.025`` (the density at ``q_p``).
+    """
     total = jnp.sum(counts, axis=1).astype(dtype)
     h = 0.025
-    q = counts_quantile(counts, lo, hi, jnp.asarray([p - h, p + h], dtype))
-    density = 2 * h / jnp.maximum(q[:, 1] - q[:, 0], jnp.finfo(dtype).tiny)
+    density = 2 * h / jnp.maximum(q_pm[1] - q_pm[0], jnp.finfo(dtype).tiny)
     k = hs.num_levels
     lv = jnp.asarray(levels(k), dtype)
     diag = jnp.diagonal(unpack_comoment(hist.quantile_comoment, k), axis1=1, axis2=2)  # (D, K)
@@ -917,13 +925,20 @@ def _build(
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _finalize_compiled(settings: DiagnosticsSettings) -> Callable:
+    """Jitted ``finalize_flat`` per settings: called eagerly, statistics that report
+    different outputs of the same settings share one compile (inlined under an outer jit)."""
+    return jax.jit(lambda state: _finalize_flat(_close(state, settings), settings))
+
+
 def _statistic(settings: DiagnosticsSettings, select: Callable[[PyTree, dict], Any]) -> Statistic:
     # statistics that differ only in their outputs share init / update / merge (and so
     # their compiles); finalize reads the outputs this one reports
     init, update, merge, _ = _make_core(_core_key(settings))
 
     def finalize(state: DiagnosticsState) -> Any:
-        return select(state.pilot, _finalize_flat(_close(state, settings), settings))
+        return select(state.pilot, _finalize_compiled(settings)(state))
 
     return Statistic(init, update, merge, finalize)
 
@@ -1013,7 +1028,8 @@ def diagnostics(
     >>> s = stats.diagnostics(num_draws=200)
     >>> draws = jax.random.normal(jax.random.PRNGKey(0), (2, 200, 3))
     >>> example = {"x": draws[0, 0]}  # the same example (pilot) for every chain
-    >>> def run(chain):
+    >>> @jax.jit
+    ... def run(chain):
     ...     body = lambda st, x: (s.update(st, {"x": x}), None)
     ...     return jax.lax.scan(body, s.init(example), chain)[0]
     >>> out = s.finalize(s.merge(run(draws[0]), run(draws[1])))
@@ -1093,8 +1109,8 @@ def rhat(num_draws: int, *, method: str = "rank", **histogram_options: Any) -> S
     >>> from sluice import stats
     >>> s = stats.rhat(num_draws=100, method="split")
     >>> chains = jax.random.normal(jax.random.PRNGKey(2), (2, 100))
-    >>> run = lambda c: jax.lax.scan(lambda st, x: (s.update(st, {"a": x}), None),
-    ...                              s.init({"a": chains[0, 0]}), c)[0]
+    >>> run = jax.jit(lambda c: jax.lax.scan(lambda st, x: (s.update(st, {"a": x}), None),
+    ...                                      s.init({"a": chains[0, 0]}), c)[0])
     >>> r = s.finalize(s.merge(run(chains[0]), run(chains[1])))["a"]
     >>> bool(0.98 < r < 1.05)
     True

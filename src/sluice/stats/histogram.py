@@ -322,24 +322,32 @@ def chain_counts(
 def histogram_close(
     state: HistogramState,
     pilot: jax.Array,
-    pilot_rows: jax.Array,
     xmin: jax.Array,
     xmax: jax.Array,
     settings: HistogramSettings,
+    grid: tuple[jax.Array, jax.Array, jax.Array],
 ) -> HistogramState:
-    """Fold one chain's open histograms into the closed form (pooled + quantile summary)."""
-    floor, top, counts = chain_counts(state, pilot, pilot_rows, settings)
-    # per-half quantiles at the K levels, then Chan-merge them across split chains
+    """Fold one chain's open histograms into the closed form (pooled + quantile summary).
+
+    ``grid``: ``(floor, top, counts)`` from :func:`chain_counts` (pilot draws binned).
+    """
+    floor, top, counts = grid
+    # per-half quantiles at the K levels (both halves in one call), then Chan-merged
     lo, hi = value_edges(floor, top, pilot, xmin, xmax, settings.spec)
     k = settings.num_levels
     probs = jnp.asarray(levels(k), pilot.dtype)
+    d = pilot.shape[0]
+    both = (
+        counts_quantile(
+            counts.reshape(2 * d, -1), jnp.tile(lo, (2, 1)), jnp.tile(hi, (2, 1)), probs
+        ).reshape(2, d, k)
+        - pilot[None, :, None]
+    )
     qn, qm, qc = state.quantile_count, state.quantile_mean, state.quantile_comoment
     iu, ju = _triu(k)
     for row in range(2):
-        c_row = counts[row]
-        has = jnp.sum(c_row[0]) > 0
-        q = counts_quantile(c_row, lo, hi, probs) - pilot[:, None]  # (D, K)
-        q = jnp.where(has, q, 0.0)
+        has = jnp.sum(counts[row, 0]) > 0
+        q = jnp.where(has, both[row], 0.0)
         single = jnp.zeros((*q.shape, k), q.dtype)
         n, mean, com = chan_merge(
             qn, qm, unpack_comoment(qc, k), has.astype(jnp.int32), q, single, outer=True

@@ -55,8 +55,8 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
     >>> from sluice import stats
     >>> s = stats.summary_statistics(num_draws=100)
     >>> draws = jax.random.normal(jax.random.PRNGKey(0), (2, 100, 2, 2))
-    >>> run = lambda c: jax.lax.scan(lambda st, x: (s.update(st, {"x": x}), None),
-    ...                              s.init({"x": draws[0, 0]}), c)[0]
+    >>> run = jax.jit(lambda c: jax.lax.scan(lambda st, x: (s.update(st, {"x": x}), None),
+    ...                                      s.init({"x": draws[0, 0]}), c)[0])
     >>> table = stats.summary_table(s.finalize(s.merge(run(draws[0]), run(draws[1]))))
     >>> table.index.tolist()
     ['x[0, 0]', 'x[0, 1]', 'x[1, 0]', 'x[1, 1]']
