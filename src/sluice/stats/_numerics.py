@@ -187,19 +187,20 @@ def geyer_tau(
     n = jnp.asarray(length, dtype=rho.dtype)[..., None]
     allowed = (2 * k - 1) < (n - 3)  # ArviZ's loop bound t < n - 3 with t = 2k - 1
     allowed = jnp.broadcast_to(allowed, s.shape[:-1] + allowed.shape[-1:])
-    # Pair k >= 1 is processed iff allowed and every earlier pair (0..k-1) was positive.
+    # Pair k >= 1 is processed iff allowed, available (lags given, not NaN) and every
+    # earlier pair (0..k-1) was positive.
     positive = s > 0
     all_before = jnp.cumprod(
         jnp.concatenate([jnp.ones_like(positive[..., :1]), positive[..., :-1]], axis=-1), axis=-1
     ).astype(bool)
     kk = k[: num_pairs + 1]
-    processed = (kk >= 1) & allowed[..., : num_pairs + 1] & all_before
+    processed = (kk >= 1) & allowed[..., : num_pairs + 1] & all_before & ~jnp.isnan(s)
     k_last = jnp.max(jnp.where(processed, kk, 0), axis=-1)
     last_s = jnp.take_along_axis(s, k_last[..., None], axis=-1)[..., 0]
     next_allowed = jnp.take_along_axis(allowed, (k_last + 1)[..., None], axis=-1)[..., 0]
-    # The loop ends after pair k_last because that pair was not positive, or the next
-    # pair is out of bounds; otherwise it needs lags beyond the ones given.
-    terminated = (k_last < num_pairs) | (last_s <= 0) | ~next_allowed
+    # The loop ends by itself after pair k_last when that pair is not positive or the next
+    # is out of bounds; otherwise it needs a pair beyond the lags given.
+    terminated = (last_s <= 0) | ~next_allowed
     # Initial monotone sequence: accepted pairs 0..k_last-1 replaced by their running min.
     running_min = jax.lax.cummin(s, axis=s.ndim - 1)
     total = jnp.sum(jnp.where(kk < k_last[..., None], running_min, 0.0), axis=-1)

@@ -87,7 +87,7 @@ class LagSettings(NamedTuple):
 
     max_lag: int  # exact lags of y (0: none)
     block_sizes: tuple[int, ...]  # block lengths of the block levels, increasing multiples
-    block_lags: int  # lags of every block level
+    block_lags: tuple[int, ...]  # lags of each block level
     proxies: bool  # track the bulk and tail proxies besides y and y^2
     reference_draw: int  # draw at which each chain fixes the first half's reference quantiles
     half: int  # draws per split half (num_draws // 2); 0 when not split
@@ -153,7 +153,7 @@ class LagState(NamedTuple):
 
 
 def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
-    l0, lb, f, p = settings.max_lag, settings.block_lags, settings.num_features, settings.num_pooled
+    l0, f, p = settings.max_lag, settings.num_features, settings.num_pooled
     z = jnp.zeros
     exact = ExactLags(z((2 * (l0 + 1), d), dtype), z((l0 + 1, d), dtype), z((l0 + 1, d), dtype),
                       z((2, l0, d), dtype), z((l0, d), dtype))  # fmt: skip
@@ -172,7 +172,7 @@ def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
             closed_count=z((f,), jnp.int32),
             closed_chains=z((f,), jnp.int32),
         )
-        for _ in settings.block_sizes
+        for lb in settings.block_lags
     )
     proxies = ProxyMoments(tuple(z((d,), dtype) for _ in range(f - 2)), z((), dtype))
     k = len(REFERENCE_LEVELS)
@@ -611,8 +611,13 @@ def ess_from_lags(
         allowed = jnp.asarray([t.use_exact for t in targets])[:, None]
         candidates.append((total / res.tau, res.terminated & allowed, (n >= 4) & allowed, 1))
     if state.levels:
+        longest = max(settings.block_lags) + 1
+
+        def padded(a):  # lags beyond a level's own read as NaN: the sequence cannot end there
+            return jnp.pad(a, ((0, 0), (0, longest - a.shape[1])), constant_values=jnp.nan)
+
         acm = jnp.stack(
-            [jnp.stack([t.acov(lvl).T for t in targets]) for lvl in state.levels]
+            [jnp.stack([padded(t.acov(lvl).T) for t in targets]) for lvl in state.levels]
         )  # (V, T, D, L + 1)
         cols = [t.column for t in targets]
         count = jnp.stack([lvl.closed_count[jnp.asarray(cols)] for lvl in state.levels]).astype(

@@ -848,7 +848,7 @@ def lag_settings(
     num_draws: int,
     max_lag: int = 8,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
-    block_lags: int = 8,
+    block_lags: int | tuple[int, ...] | None = None,
     proxies: bool = True,
     reference_draw: int | None = None,
     min_blocks: int = 32,
@@ -870,8 +870,22 @@ def lag_settings(
             "block_sizes must be increasing positive integers, each a multiple of the previous, "
             f"got {block_sizes!r}"
         )
-    if isinstance(block_lags, bool) or not isinstance(block_lags, int) or block_lags < 1:
-        raise ValueError(f"block_lags must be a positive integer, got {block_lags!r}")
+    if block_lags is None:  # the finest level 4 lags (it runs most often), the others 8
+        block_lags = tuple(4 if i == 0 else 8 for i in range(len(sizes)))
+    lags = (block_lags,) * len(sizes) if isinstance(block_lags, int | np.integer) else block_lags
+    try:
+        lags = tuple(lags)
+    except TypeError:
+        raise ValueError(
+            f"block_lags must be a positive integer or one per block size, got {block_lags!r}"
+        ) from None
+    if len(lags) != len(sizes) or any(
+        isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1 for v in lags
+    ):
+        raise ValueError(
+            f"block_lags must be a positive integer or one per block size, got {block_lags!r}"
+        )
+    lags = tuple(int(v) for v in lags)
     if max_lag == 0 and not sizes:
         raise ValueError("give max_lag > 0 or some block_sizes: the ESS needs lags")
     if isinstance(min_blocks, bool) or not isinstance(min_blocks, int) or min_blocks < 4:
@@ -884,9 +898,7 @@ def lag_settings(
         or reference_draw < 0
     ):
         raise ValueError(f"reference_draw must be a non-negative integer, got {reference_draw!r}")
-    return LagSettings(
-        max_lag, sizes, block_lags, proxies, reference_draw, num_draws // 2, min_blocks
-    )
+    return LagSettings(max_lag, sizes, lags, proxies, reference_draw, num_draws // 2, min_blocks)
 
 
 def _build(
@@ -899,7 +911,7 @@ def _build(
     hdi_prob: float | None = None,
     max_lag: int = 8,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
-    block_lags: int = 8,
+    block_lags: int | tuple[int, ...] | None = None,
     reference_draw: int | None = None,
     mantissa_bits: int = 5,
     binades: int = 8,
@@ -969,7 +981,7 @@ def diagnostics(
     histogram: bool = True,
     max_lag: int = 8,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
-    block_lags: int = 8,
+    block_lags: int | tuple[int, ...] | None = None,
     reference_draw: int | None = None,
     max_elements: int | None = 4096,
     mantissa_bits: int = 5,
@@ -995,8 +1007,9 @@ def diagnostics(
         sequence stops within them (typical for NUTS, whose autocorrelation
         time is a few draws); ``ess_mean_resolution`` is 1 then.
     block_sizes, block_lags
-        Block levels (:mod:`sluice.stats.autocorrelation`): they cover lags up
-        to ``block_lags * max(block_sizes)`` draws; ``ess_*_resolution`` gives
+        Block levels (:mod:`sluice.stats.autocorrelation`) and their lags (one
+        number, or one per level): they cover lags up to the last level's
+        ``block_lags * block_size`` draws; ``ess_*_resolution`` gives
         the block size used (0: no level ended Geyer's sequence, the value is
         a truncated, upward-biased estimate).
     reference_draw
@@ -1128,7 +1141,7 @@ def ess(
     method: str = "bulk",
     max_lag: int = 8,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
-    block_lags: int = 8,
+    block_lags: int | tuple[int, ...] | None = None,
     **options: Any,
 ) -> Statistic:
     """Effective sample size of every element, as ``az.ess(method=method)``.
