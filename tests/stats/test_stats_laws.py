@@ -280,3 +280,17 @@ def test_sequential_chains_equal_vectorized(runs):
     for c in range(CHAINS):
         assert_trees_close(finalize(take_chain(states, c)), finalize(take_chain(runs["summary"], c)),
                            rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*CASES, "summary", "all grouped"])
+def test_fresh_state_owns_its_buffers(name):
+    """The engine may donate states to its compiled chunk: a state made eagerly must not
+    share a buffer with the example or with itself (grouped statistics included)."""
+    if name == "all grouped":
+        s = stats.group({k: case[0] for k, case in CASES.items()} | {"summary": SUMMARY})
+    else:
+        s = CASES[name][0] if name in CASES else SUMMARY
+    example = {k: jnp.array(v) for k, v in EXAMPLE.items()}
+    leaves = jax.tree.leaves(s.init(example)) + jax.tree.leaves(example)
+    pointers = [leaf.unsafe_buffer_pointer() for leaf in leaves]
+    assert len(set(pointers)) == len(pointers), f"{name}: init returns shared buffers"

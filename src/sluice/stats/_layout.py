@@ -19,7 +19,14 @@ import numpy as np
 
 PyTree = Any
 
-__all__ = ["element_labels", "flatten", "num_elements", "unflatten", "working_dtype"]
+__all__ = [
+    "element_labels",
+    "flatten",
+    "num_elements",
+    "own_copy",
+    "unflatten",
+    "working_dtype",
+]
 
 
 def working_dtype(tree: PyTree) -> jnp.dtype:
@@ -28,6 +35,17 @@ def working_dtype(tree: PyTree) -> jnp.dtype:
     if any(jnp.asarray(x).dtype == jnp.float64 for x in leaves):
         return jnp.dtype(jnp.float64)
     return jnp.dtype(jnp.float32)
+
+
+def own_copy(tree: PyTree) -> PyTree:
+    """The example's leaves as new arrays, to keep in a state.
+
+    A state must own its buffers: the engine may donate it to the compiled chunk,
+    and donating an array that is also the caller's example, or that appears
+    twice in a grouped state, fails or invalidates the caller's array. Under
+    ``jit`` the copy is free.
+    """
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
 
 
 def num_elements(tree: PyTree) -> int:

@@ -27,6 +27,7 @@ __all__ = [
     "compensated_add",
     "compensated_merge",
     "compensated_value",
+    "cumsum_rows",
     "geyer_tau",
     "rhat_from_summaries",
 ]
@@ -215,6 +216,26 @@ def geyer_tau(
 def blom_scores(rank: jax.Array, total: jax.Array) -> jax.Array:
     """ArviZ's rank back-transform: ``ndtri((rank - 3/8) / (total + 1/4))``."""
     return ndtri((rank - 0.375) / (total + 0.25))
+
+
+def cumsum_rows(a: jax.Array) -> jax.Array:
+    """``jnp.cumsum(a, axis=1)`` of a ``(D, G)`` array, as a scan over the ``G`` columns.
+
+    Same numbers (sequential sums); about 10x faster than ``jnp.cumsum`` on CPU for
+    histogram-sized rows, which XLA lowers to a windowed reduction.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> cumsum_rows(jnp.asarray([[1, 2, 3], [4, 5, 6]])).tolist()
+    [[1, 3, 6], [4, 9, 15]]
+    """
+
+    def step(total, column):
+        total = total + column
+        return total, total
+
+    return jax.lax.scan(step, jnp.zeros_like(a[:, 0]), a.T)[1].T
 
 
 def row_add(a: jax.Array, i: jax.Array, v: jax.Array) -> jax.Array:

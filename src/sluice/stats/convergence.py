@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.stats._layout import flatten, num_elements, unflatten, working_dtype
+from sluice.stats._layout import flatten, num_elements, own_copy, unflatten, working_dtype
 from sluice.stats._numerics import (
     Compensated,
     blom_scores,
@@ -56,6 +56,7 @@ from sluice.stats._numerics import (
     compensated_merge,
     compensated_value,
     compensated_zeros,
+    cumsum_rows,
     rhat_from_summaries,
 )
 from sluice.stats.autocorrelation import (
@@ -101,6 +102,7 @@ from sluice.stats.histogram import (
     levels,
     unpack_comoment,
     value_edges,
+    value_edges_at,
 )
 
 PyTree = Any
@@ -353,10 +355,10 @@ def _reference_quantiles(
 ) -> jax.Array:
     """This chain's quantiles at REFERENCE_LEVELS from its histograms so far: ``(D, 9)``."""
     hs = settings.histogram
-    floor, top, counts = chain_counts(hist, pilot, _pilot_rows(count, settings), hs)
-    lo, hi = value_edges(floor, top, pilot, xmin, xmax, hs.spec)
+    floor, top, counts = chain_counts(hist, pilot, _pilot_rows(count, settings), hs, pooled=True)
+    edges = value_edges_at(floor, top, pilot, xmin, xmax, hs.spec)
     probs = jnp.asarray(REFERENCE_LEVELS, pilot.dtype)
-    return counts_quantile(counts[0] + counts[1], lo, hi, probs)
+    return counts_quantile(counts[0], edges, probs)
 
 
 def _proxy_variance(grid, lags, pilot, xmin, xmax, settings: DiagnosticsSettings) -> tuple:
@@ -523,9 +525,10 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
         dh = d if heavy is None else len(heavy)
         hist = histogram_init(dh, dtype, settings.histogram) if settings.histogram else None
         lags = lag_init(dh, dtype, settings.lags) if settings.lags else None
-        zero = jnp.zeros((), jnp.int32)
+        count, chains = jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)  # distinct buffers
         ok = jnp.ones((), bool)
-        return DiagnosticsState(example, zero, zero, ok, _moments_init(d, dtype), hist, lags)
+        moments = _moments_init(d, dtype)
+        return DiagnosticsState(own_copy(example), count, chains, ok, moments, hist, lags)
 
     def update(state: DiagnosticsState, draw: PyTree) -> DiagnosticsState:
         dtype = state.moments.middle.dtype
@@ -652,13 +655,13 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
         nan_rows = h(bad)[:, None]
         # every fixed quantile level needed below, in one call
         fixed = (*settings.probs, 0.5, 0.025, 0.075, 0.925, 0.975)
-        q_all = counts_quantile(counts, lo, hi, jnp.asarray(fixed, dtype))
+        q_all = counts_quantile(counts, (lo, hi), jnp.asarray(fixed, dtype))
         q_fixed = {p: q_all[:, i] for i, p in enumerate(fixed)}
         if settings.probs:
             heavy_out["quantiles"] = jnp.where(nan_rows, jnp.nan, q_all[:, : len(settings.probs)])
         if settings.hdi_prob is not None:
             heavy_out["hdi"] = jnp.where(
-                nan_rows, jnp.nan, counts_hdi(counts, lo, hi, settings.hdi_prob)
+                nan_rows, jnp.nan, counts_hdi(counts, (lo, hi), settings.hdi_prob)
             )
         if settings.num_draws is not None:
             rank = _rank_parts(hist, counts, lo, hi, hpilot, n, m, hs, dtype, q_fixed[0.5])
@@ -714,7 +717,7 @@ def _rank_parts(
     dist = jnp.abs(0.5 * (lo + hi) - median[:, None])
     order = jnp.argsort(dist, axis=1, stable=True)
     n_sorted = jnp.take_along_axis(nb, order, axis=1)
-    c_sorted = jnp.cumsum(n_sorted, axis=1)
+    c_sorted = cumsum_rows(n_sorted)
     rank_sorted = c_sorted - n_sorted + (n_sorted + 1.0) / 2.0
     rank_fold = (
         jnp.zeros_like(rank_sorted).at[jnp.arange(nb.shape[0])[:, None], order].set(rank_sorted)
@@ -722,7 +725,7 @@ def _rank_parts(
     zf = blom_scores(rank_fold, total[:, None])
     # continuous versions of both score functions, for slopes at the chain quantiles
     xs = jnp.concatenate([lo[:, :1], hi], axis=1)
-    cum = jnp.concatenate([jnp.zeros_like(total)[:, None], jnp.cumsum(nb, axis=1)], axis=1)
+    cum = jnp.concatenate([jnp.zeros_like(total)[:, None], cumsum_rows(nb)], axis=1)
 
     def cdf(x):
         return interp_rows(x, xs, cum)

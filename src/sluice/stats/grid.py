@@ -39,6 +39,7 @@ __all__ = [
     "EMPTY_TOP",
     "GridSpec",
     "bucket_edges",
+    "bucket_edges_at",
     "bucket_index",
     "exponent",
     "remap",
@@ -172,6 +173,50 @@ def bucket_edges(
     glo = jnp.concatenate([-pos_hi[:, ::-1], pos_lo], axis=1)
     ghi = jnp.concatenate([-pos_lo[:, ::-1], pos_hi], axis=1)
     return glo, ghi
+
+
+def bucket_edges_at(
+    floor: jax.Array, top: jax.Array, index: jax.Array, spec: GridSpec, dtype
+) -> tuple[jax.Array, jax.Array]:
+    """The edges of :func:`bucket_edges` at given buckets only (cheap for few buckets).
+
+    Parameters
+    ----------
+    floor, top
+        ``(D,)`` int32 exponents of each element's grid.
+    index
+        ``(D, ...)`` int32 global bucket indices in ``[0, G)``.
+    spec, dtype
+        The grid settings and the values' dtype.
+
+    Returns
+    -------
+    ``(lo, hi)``, each shaped as ``index``: the edges in units of ``u = x - c``.
+    """
+    per, side = spec.per_binade, spec.side
+    ids = np.arange(side)  # positive-side position; the last one is the overflow bucket
+    last = ids == side - 1
+    is_lin = (ids < per) | last
+    binade = np.where(ids < per, 0, ids // per - 1)
+    j = ids % per
+    lo_rel = np.where(ids < per, ids / per, 2.0**binade * (1 + j / per))
+    hi_rel = np.where(ids < per, (ids + 1) / per, 2.0**binade * (1 + (j + 1) / per))
+    neg = index < side
+    k = jnp.where(neg, side - 1 - index, index - side)
+    expand = (slice(None),) + (None,) * (index.ndim - 1)
+    e = floor.astype(jnp.int32)[expand]
+    t = top.astype(jnp.int32)[expand]
+    scale_exp = jnp.clip(e, -1100, 1100)
+    lo = jnp.ldexp(jnp.asarray(lo_rel, dtype)[k], scale_exp)
+    hi = jnp.ldexp(jnp.asarray(hi_rel, dtype)[k], scale_exp)
+    cap = jnp.ldexp(jnp.ones((), dtype), jnp.clip(t, -1100, 1100))
+    above = (jnp.asarray(binade, jnp.int32)[k] + e >= t) & ~jnp.asarray(is_lin)[k]
+    lo = jnp.where(above, cap, jnp.minimum(lo, cap))
+    hi = jnp.where(above, cap, jnp.minimum(hi, cap))
+    is_last = jnp.asarray(last)[k]
+    lo = jnp.where(is_last, cap, lo)
+    hi = jnp.where(is_last, jnp.inf, hi)
+    return jnp.where(neg, -hi, lo), jnp.where(neg, -lo, hi)
 
 
 def _bit_length(v: jax.Array) -> jax.Array:

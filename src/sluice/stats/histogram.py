@@ -27,18 +27,20 @@ threshold anyway.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.stats._numerics import blom_scores, chan_merge, row_set_where
+from sluice.stats._numerics import blom_scores, chan_merge, cumsum_rows, row_set_where
 from sluice.stats.grid import (
     EMPTY_FLOOR,
     EMPTY_TOP,
     GridSpec,
     bucket_edges,
+    bucket_edges_at,
     bucket_index,
     exponent,
     remap,
@@ -49,6 +51,8 @@ __all__ = [
     "HistogramState",
     "counts_hdi",
     "counts_quantile",
+    "value_edges",
+    "value_edges_at",
 ]
 
 
@@ -183,7 +187,68 @@ def interp_rows(x: jax.Array, xp: jax.Array, fp: jax.Array) -> jax.Array:
     return jnp.where(x < xp[:, :1], fp[:, :1], jnp.where(x > xp[:, -1:], fp[:, -1:], out))
 
 
-def counts_quantile(counts: jax.Array, lo: jax.Array, hi: jax.Array, probs: jax.Array) -> jax.Array:
+Edges = tuple[jax.Array, jax.Array] | Callable[[jax.Array], tuple[jax.Array, jax.Array]]
+
+
+def _edges_fn(edges: Edges) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+    """``edges`` as a function of bucket indices ``(D, ...)`` (a table pair is gathered)."""
+    if callable(edges):
+        return edges
+    lo, hi = edges
+
+    def at(index: jax.Array) -> tuple[jax.Array, jax.Array]:
+        flat = index.reshape(index.shape[0], -1)
+        pick = [jnp.take_along_axis(a, flat, axis=1).reshape(index.shape) for a in (lo, hi)]
+        return pick[0], pick[1]
+
+    return at
+
+
+SEARCH_BLOCK = 32  # buckets per block of the two-level search (a binade at m = 5)
+
+
+def _prefix_sums(a: jax.Array) -> jax.Array:
+    """Inclusive prefix sums along the short last axis, in ``log2`` shifted adds (exact for
+    integers; ``jnp.cumsum`` over a small trailing axis is far slower on CPU)."""
+    pad = [(0, 0)] * (a.ndim - 1)
+    shift = 1
+    while shift < a.shape[-1]:
+        a = a + jnp.pad(a[..., :-shift], [*pad, (shift, 0)])
+        shift *= 2
+    return a
+
+
+def _search_counts(counts: jax.Array, level: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """For each ``level[d, p]``: the first bucket ``b`` whose cumulative count exceeds it
+    (``searchsorted(cumsum(counts[d]), level, side="right")``, at most ``G - 1``) and that
+    cumulative count, both ``(D, P)`` int32.
+
+    Few levels are searched in two steps, on block totals and then inside one
+    block, so that only one reduction touches every bucket; many levels use one
+    cumulative sum of all buckets.
+    """
+    d, g = counts.shape
+    k = SEARCH_BLOCK
+    if level.shape[1] * k >= g:  # many levels: one full cumulative sum
+        c = cumsum_rows(counts)
+        b = jnp.minimum(search_rows(c.astype(level.dtype), level), g - 1)
+        return b, jnp.take_along_axis(c, b, axis=1)
+    nb = -(-g // k)
+    padded = jnp.pad(counts, ((0, 0), (0, nb * k - g)))  # zero counts past the end
+    cb = cumsum_rows(jnp.sum(padded.reshape(d, nb, k), axis=2))  # (D, nb) cumulative blocks
+    blk = jnp.minimum(search_rows(cb.astype(level.dtype), level), nb - 1)
+    before = jnp.where(blk > 0, jnp.take_along_axis(cb, jnp.maximum(blk - 1, 0), axis=1), 0)
+    index = blk[..., None] * k + jnp.arange(k)  # (D, P, k) buckets of the block
+    inner = jnp.take_along_axis(padded, index.reshape(d, -1), axis=1).reshape(index.shape)
+    c_inner = before[..., None] + _prefix_sums(inner)
+    j = jnp.sum(c_inner.astype(level.dtype) <= level[..., None], axis=-1, dtype=jnp.int32)
+    b = jnp.minimum(blk * k + j, g - 1)
+    # past the block only when the level is beyond every count: c_b is then the total
+    c_b = jnp.take_along_axis(c_inner, jnp.minimum(j, k - 1)[..., None], axis=-1)[..., 0]
+    return b, c_b
+
+
+def counts_quantile(counts: jax.Array, edges: Edges, probs: jax.Array) -> jax.Array:
     """Type-7 quantiles from bucket counts, with a density linear within each bucket.
 
     Order statistic ``h`` (0-based) is placed where the histogram's CDF reaches
@@ -193,63 +258,70 @@ def counts_quantile(counts: jax.Array, lo: jax.Array, hi: jax.Array, probs: jax.
     the neighbouring buckets at its edges (clipped so that it stays >= 0) and
     the bucket's count as its integral: the CDF is then quadratic, which
     removes the first-order error of evenly spread values where the density
-    changes across a bucket.
+    changes across a bucket. Only the cumulative counts touch every bucket;
+    edges are evaluated at the buckets found (and their neighbours).
 
     Parameters
     ----------
     counts
         ``(D, G)`` integer counts.
-    lo, hi
-        ``(D, G)`` bucket edges in the values' units, finite (clipped to the extremes).
+    edges
+        The bucket edges in the values' units, finite (clipped to the extremes):
+        a pair ``(lo, hi)`` of ``(D, G)`` arrays, or a function of bucket indices
+        ``(D, ...)`` returning them at those buckets (:func:`value_edges_at`).
     probs
         ``(P,)`` probabilities in ``[0, 1]``, or ``(D, P)``: different ones per row.
 
     Returns
     -------
     ``(D, P)`` quantiles; NaN where a row is empty.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> counts = jnp.asarray([[0, 2, 2, 0]])
+    >>> lo = jnp.asarray([[0.0, 1.0, 2.0, 3.0]])
+    >>> q = counts_quantile(counts, (lo, lo + 1.0), jnp.asarray([0.0, 0.5, 1.0]))
+    >>> [round(float(v), 3) for v in q[0]]
+    [1.25, 2.0, 2.75]
     """
-    dtype = lo.dtype
-    n = counts.astype(dtype)
-    c = jnp.cumsum(n, axis=1)
-    total = c[:, -1:]
-    level = (probs if probs.ndim == 2 else probs[None, :]) * (total - 1.0) + 0.5
-    b = jnp.minimum(search_rows(c, level), counts.shape[1] - 1)
-    # density per bucket and its estimates at the bucket edges (from the neighbours)
-    width = hi - lo
-    dens = jnp.where(width > 0, n / jnp.where(width > 0, width, 1.0), 0.0)
-    pad = jnp.zeros_like(dens[:, :1])
-    d_prev = jnp.concatenate([pad, dens[:, :-1]], axis=1)
-    d_next = jnp.concatenate([dens[:, 1:], pad], axis=1)
-    w_prev = jnp.concatenate([pad, width[:, :-1]], axis=1)
-    w_next = jnp.concatenate([width[:, 1:], pad], axis=1)
+    edges_at = _edges_fn(edges)
+    g = counts.shape[1]
+    counts = counts.astype(jnp.int32)
+    total = jnp.sum(counts, axis=1, keepdims=True)
+    dtype = probs.dtype  # the values' dtype (callers pass probabilities in it)
+    level = (probs if probs.ndim == 2 else probs[None, :]) * (total.astype(dtype) - 1.0) + 0.5
+    b, c_b = _search_counts(counts, level)
 
-    def at(a):
-        return jnp.take_along_axis(a, b, axis=1)
+    # the bucket and its two neighbours (separate (D, P) arrays: small trailing axes are slow)
+    def near(index, exists):
+        lo, hi = edges_at(index)
+        n = jnp.take_along_axis(counts, index, axis=1).astype(dtype)
+        n, w = jnp.where(exists, n, 0.0), jnp.where(exists, hi - lo, 0.0)
+        return lo, n, w, jnp.where(w > 0, n / jnp.where(w > 0, w, 1.0), 0.0)
 
-    n_b, w_b, d_b = at(n), at(width), at(dens)
-    wp, wn = at(w_prev), at(w_next)
-    f_left = jnp.where(
-        wp + w_b > 0, (at(d_prev) * w_b + d_b * wp) / jnp.maximum(wp + w_b, 1e-30), d_b
-    )
-    f_right = jnp.where(
-        wn + w_b > 0, (at(d_next) * w_b + d_b * wn) / jnp.maximum(wn + w_b, 1e-30), d_b
-    )
+    lo_b, n_b, w_b, d_b = near(b, True)
+    _, _, wp, d_prev = near(jnp.maximum(b - 1, 0), b > 0)
+    _, _, wn, d_next = near(jnp.minimum(b + 1, g - 1), b < g - 1)
+    f_left = jnp.where(wp + w_b > 0, (d_prev * w_b + d_b * wp) / jnp.maximum(wp + w_b, 1e-30), d_b)
+    f_right = jnp.where(wn + w_b > 0, (d_next * w_b + d_b * wn) / jnp.maximum(wn + w_b, 1e-30), d_b)
     safe_w = jnp.where(w_b > 0, w_b, 1.0)
     limit = 2.0 * n_b / (safe_w * safe_w)  # steepest slope keeping the density >= 0
     slope = jnp.clip((f_right - f_left) / safe_w, -limit, limit)
     slope = jnp.where(w_b > 0, slope, 0.0)
     start = n_b / safe_w - slope * safe_w / 2.0  # density at the bucket's lower edge
-    need = jnp.clip(level - (at(c) - n_b), 0.0, n_b)  # count to cover within the bucket
+    below = c_b.astype(dtype) - n_b  # draws before the bucket
+    need = jnp.clip(level - below, 0.0, n_b)  # count to cover within the bucket
     # solve start t + slope t^2 / 2 = need for t in [0, w] (stable form, slope may be 0)
     root = jnp.sqrt(jnp.maximum(start * start + 2.0 * slope * need, 0.0))
     t = 2.0 * need / jnp.maximum(start + root, 1e-30)
     t = jnp.where(n_b > 0, jnp.clip(t, 0.0, w_b), 0.0)
-    out = at(lo) + t
+    out = lo_b + t
     return jnp.where(total > 0, out, jnp.nan)
 
 
 def counts_hdi(
-    counts: jax.Array, lo: jax.Array, hi: jax.Array, prob: float, num_candidates: int = 129
+    counts: jax.Array, edges: Edges, prob: float, num_candidates: int = 129
 ) -> jax.Array:
     """ArviZ's HDI (narrowest interval holding ``floor(prob S)`` draws) from counts.
 
@@ -261,15 +333,17 @@ def counts_hdi(
     -------
     ``(D, 2)``: lower and upper bounds.
     """
-    dtype = lo.dtype
+    edges = _edges_fn(edges)
+    probe = jax.ShapeDtypeStruct((counts.shape[0], 1), jnp.int32)
+    dtype = jax.eval_shape(edges, probe)[0].dtype
     total = jnp.sum(counts, axis=1).astype(dtype)
     inc = jnp.floor(prob * total)
     span = jnp.maximum(total - 1.0 - inc, 0.0)
     start = jnp.linspace(0.0, 1.0, num_candidates, dtype=dtype)[None, :] * span[:, None]
     # order statistic h -> probability h / (S - 1) for counts_quantile
     denom = jnp.maximum(total - 1.0, 1.0)[:, None]
-    q_lo = counts_quantile(counts, lo, hi, start / denom)
-    q_hi = counts_quantile(counts, lo, hi, (start + inc[:, None]) / denom)
+    q_lo = counts_quantile(counts, edges, start / denom)
+    q_hi = counts_quantile(counts, edges, (start + inc[:, None]) / denom)
     width = q_hi - q_lo
     best = jnp.argmin(jnp.where(jnp.isnan(width), jnp.inf, width), axis=1)
     a = jnp.take_along_axis(q_lo, best[:, None], axis=1)[:, 0]
@@ -292,17 +366,44 @@ def value_edges(
     return lo, hi
 
 
+def value_edges_at(
+    floor: jax.Array,
+    top: jax.Array,
+    pilot: jax.Array,
+    xmin: jax.Array,
+    xmax: jax.Array,
+    spec: GridSpec,
+) -> Callable[[jax.Array], tuple[jax.Array, jax.Array]]:
+    """:func:`value_edges` as a function of bucket indices ``(D, ...)``, evaluated
+    only there (for :func:`counts_quantile`, which needs a few buckets per row)."""
+
+    def at(index: jax.Array) -> tuple[jax.Array, jax.Array]:
+        ex = (slice(None),) + (None,) * (index.ndim - 1)
+        glo, ghi = bucket_edges_at(floor, top, index, spec, pilot.dtype)
+        lo = jnp.clip(pilot[ex] + glo, xmin[ex], xmax[ex])
+        hi = jnp.clip(pilot[ex] + ghi, xmin[ex], xmax[ex])
+        return lo, hi
+
+    return at
+
+
 def chain_counts(
-    state: HistogramState, pilot: jax.Array, pilot_rows: jax.Array, settings: HistogramSettings
+    state: HistogramState,
+    pilot: jax.Array,
+    pilot_rows: jax.Array,
+    settings: HistogramSettings,
+    pooled: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One chain's grid and per-half counts with its buffered pilot draws binned in.
 
     ``pilot_rows`` ``(B0,)`` int32 is the half of each pilot draw (``-1``: not seen).
+    With ``pooled`` the two halves come summed, ``(1, D, G)`` (one new array, where
+    the per-half counts would be copied first).
 
     Returns
     -------
     floor, top, counts
-        ``(D,)``, ``(D,)`` and ``(2, D, G)``.
+        ``(D,)``, ``(D,)`` and ``(2, D, G)`` (``(1, D, G)`` when pooled).
     """
     spec = settings.spec
     d, g = state.counts.shape[1:]
@@ -312,11 +413,12 @@ def chain_counts(
     top = jnp.where(unset, top, state.top)
     b0 = settings.pilot_draws
     buckets = jax.vmap(lambda u: bucket_index(u, floor, top, spec))(state.pilot_values)  # (B0, D)
-    rows = jnp.maximum(pilot_rows, 0)[:, None]
+    counts = (state.counts[0] + state.counts[1])[None] if pooled else state.counts
+    rows = 0 if pooled else jnp.maximum(pilot_rows, 0)[:, None]
     flat = (rows * d + jnp.arange(d)[None, :]) * g + buckets
     seen = jnp.broadcast_to((pilot_rows >= 0)[:, None], (b0, d)).astype(jnp.int32)
-    counts = state.counts.reshape(-1).at[flat.reshape(-1)].add(seen.reshape(-1))
-    return floor, top, counts.reshape(state.counts.shape)
+    counts = counts.reshape(-1).at[flat.reshape(-1)].add(seen.reshape(-1))
+    return floor, top, counts.reshape(-1, d, g)
 
 
 def histogram_close(
@@ -333,16 +435,11 @@ def histogram_close(
     """
     floor, top, counts = grid
     # per-half quantiles at the K levels (both halves in one call), then Chan-merged
-    lo, hi = value_edges(floor, top, pilot, xmin, xmax, settings.spec)
+    edges = value_edges_at(floor, top, pilot, xmin, xmax, settings.spec)
     k = settings.num_levels
     probs = jnp.asarray(levels(k), pilot.dtype)
-    d = pilot.shape[0]
-    both = (
-        counts_quantile(
-            counts.reshape(2 * d, -1), jnp.tile(lo, (2, 1)), jnp.tile(hi, (2, 1)), probs
-        ).reshape(2, d, k)
-        - pilot[None, :, None]
-    )
+    both = jnp.stack([counts_quantile(counts[j], edges, probs) for j in range(2)])
+    both = both - pilot[None, :, None]
     qn, qm, qc = state.quantile_count, state.quantile_mean, state.quantile_comoment
     iu, ju = _triu(k)
     for row in range(2):
@@ -399,7 +496,7 @@ def histogram_combine(
 def bucket_scores(counts: jax.Array, dtype) -> jax.Array:
     """ArviZ's rank-normalised score of each bucket (ties within a bucket): ``(D, G)``."""
     n = counts.astype(dtype)
-    c = jnp.cumsum(n, axis=1)
+    c = cumsum_rows(n)
     total = c[:, -1:]
     rank = c - n + (n + 1.0) / 2.0
     return blom_scores(rank, total)

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from sluice.stats._layout import flatten, num_elements, unflatten, working_dtype
+from sluice.stats._layout import flatten, num_elements, own_copy, unflatten, working_dtype
 from sluice.stats._numerics import (
     Compensated,
     compensated_add,
@@ -85,7 +85,7 @@ def _sums_init(example: PyTree) -> SumsState:
     dtype = working_dtype(example)
     d = num_elements(example)
     return SumsState(
-        example,
+        own_copy(example),
         jnp.zeros((), jnp.int32),
         compensated_zeros((d,), dtype),
         compensated_zeros((d,), dtype),
@@ -237,7 +237,7 @@ def covariance(ddof: int = 1) -> Statistic:
         dtype = working_dtype(example)
         d = num_elements(example)
         return CovarianceState(
-            example,
+            own_copy(example),
             jnp.zeros((), jnp.int32),
             compensated_zeros((d,), dtype),
             compensated_zeros((d, d), dtype),
@@ -315,7 +315,7 @@ def extrema() -> Statistic:
         dtype = working_dtype(example)
         d = num_elements(example)
         return ExtremaState(
-            example, jnp.full((d,), jnp.inf, dtype), jnp.full((d,), -jnp.inf, dtype)
+            own_copy(example), jnp.full((d,), jnp.inf, dtype), jnp.full((d,), -jnp.inf, dtype)
         )
 
     def update(state: ExtremaState, draw: PyTree) -> ExtremaState:
