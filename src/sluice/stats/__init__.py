@@ -1,5 +1,50 @@
-"""Streaming statistics computed on the device while sampling."""
+"""Streaming statistics computed on the device while sampling.
 
-from sluice.stats.base import Statistic, group
+Every statistic is a :class:`Statistic`, a bundle of four pure functions
+(``init / update / merge / finalize``) for one chain; chains, devices and
+hosts combine with ``merge``. See ``docs/statistics.md``.
 
-__all__ = ["Statistic", "group"]
+* moments (exact): :func:`count`, :func:`mean`, :func:`variance`,
+  :func:`covariance`, :func:`extrema`;
+* distribution: :func:`quantiles`, :func:`hdi` (histograms on a shared grid);
+* convergence, as ArviZ 0.23: :func:`rhat`, :func:`ess`, :func:`mcse`, and
+  all of them at once: :func:`diagnostics`, :func:`summary_statistics` with
+  :func:`summary_table` (a pandas DataFrame like ``az.summary``);
+* combinators: :func:`group`, :func:`restrict`, :func:`transform`.
+"""
+
+from sluice.stats._layout import element_labels
+from sluice.stats.base import Statistic
+from sluice.stats.combinators import group, restrict, transform
+from sluice.stats.convergence import (
+    diagnostics,
+    ess,
+    hdi,
+    mcse,
+    quantiles,
+    rhat,
+    summary_statistics,
+)
+from sluice.stats.moments import count, covariance, extrema, mean, variance
+from sluice.stats.summary import summary_table
+
+__all__ = [
+    "Statistic",
+    "count",
+    "covariance",
+    "diagnostics",
+    "element_labels",
+    "ess",
+    "extrema",
+    "group",
+    "hdi",
+    "mcse",
+    "mean",
+    "quantiles",
+    "restrict",
+    "rhat",
+    "summary_statistics",
+    "summary_table",
+    "transform",
+    "variance",
+]

@@ -38,19 +38,7 @@ class Statistic(NamedTuple):
 
 
 def group(statistics: dict[str, Statistic]) -> Statistic:
-    """Run several statistics side by side; state and result are dicts by name."""
-    items = dict(statistics)
+    """Run several statistics side by side; see :func:`sluice.stats.combinators.group`."""
+    from sluice.stats.combinators import group as _group
 
-    def init(example: PyTree) -> dict[str, Any]:
-        return {name: s.init(example) for name, s in items.items()}
-
-    def update(state: dict[str, Any], draw: PyTree) -> dict[str, Any]:
-        return {name: s.update(state[name], draw) for name, s in items.items()}
-
-    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-        return {name: s.merge(a[name], b[name]) for name, s in items.items()}
-
-    def finalize(state: dict[str, Any]) -> dict[str, Any]:
-        return {name: s.finalize(state[name]) for name, s in items.items()}
-
-    return Statistic(init, update, merge, finalize)
+    return _group(statistics)

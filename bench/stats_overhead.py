@@ -1,0 +1,120 @@
+"""Per-draw cost of sluice's default streaming statistics against a NUTS draw.
+
+Measures, in one process:
+
+1. ``jit(scan(update))`` of the default statistics (``sluice.stats.summary_statistics``)
+   over ``--draws`` draws of a ``--dim``-element vector, minus the same scan without
+   statistics: the statistics' cost per draw and chain;
+2. ``sluice.sample`` of a ``--dim``-dimensional standard Gaussian with NUTS and
+   ``sink=None``, with and without ``stats={"summary": ...}``: the cost of a NUTS
+   draw and the end-to-end overhead.
+
+Times are CPU (process) times, the minimum over ``--reps`` repetitions, which is
+robust to other processes sharing the machine; wall times are printed as well.
+The state's memory per element (one chain) is printed too.
+
+Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import sluice
+from sluice import stats
+
+
+def _timed(fn, reps: int) -> tuple[float, float]:
+    """(min CPU seconds, min wall seconds) of ``fn()`` over ``reps`` runs (after one warm run)."""
+    fn()
+    cpu, wall = np.inf, np.inf
+    for _ in range(reps):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn()
+        cpu = min(cpu, time.process_time() - c0)
+        wall = min(wall, time.perf_counter() - w0)
+    return cpu, wall
+
+
+def micro(dim: int, draws: int, reps: int, statistic: stats.Statistic) -> dict[str, float]:
+    """Per-draw cost of ``statistic.update`` in a compiled scan, one chain.
+
+    The state is donated, as the engine donates its carry to the compiled chunk
+    (otherwise the first step copies the whole state, a per-call cost).
+    """
+    xs = jax.random.normal(jax.random.PRNGKey(0), (draws, dim))
+    example = {"x": xs[0]}
+
+    def scan_stats(state, xs):
+        return jax.lax.scan(lambda s, x: (statistic.update(s, {"x": x}), None), state, xs)[0]
+
+    def scan_plain(acc, xs):  # the same scan, touching each draw once
+        return jax.lax.scan(lambda a, x: (a + x, None), acc, xs)[0]
+
+    with_stats = jax.jit(scan_stats, donate_argnums=0)
+    without = jax.jit(scan_plain, donate_argnums=0)
+    states = [statistic.init(example) for _ in range(reps + 1)]
+    accs = [jnp.zeros(dim) for _ in range(reps + 1)]
+    nbytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states[0]))
+    t_with = _timed(lambda: jax.block_until_ready(with_stats(states.pop(), xs)), reps)
+    t_without = _timed(lambda: jax.block_until_ready(without(accs.pop(), xs)), reps)
+    return {
+        "cpu_us": (t_with[0] - t_without[0]) / draws * 1e6,
+        "wall_us": (t_with[1] - t_without[1]) / draws * 1e6,
+        "bytes_per_element": nbytes / dim,
+    }
+
+
+def nuts(dim: int, draws: int, reps: int, statistic: stats.Statistic | None) -> dict[str, float]:
+    """Sampling time per draw (one chain) of NUTS on a standard Gaussian."""
+
+    def log_density(x):
+        return -0.5 * jnp.sum(x**2)
+
+    kwargs = dict(init=jnp.zeros(dim), chains=1, warmup=200, draws=draws, sink=None,
+                  progress=False, seed=1, chunk_size=draws)  # fmt: skip
+    if statistic is not None:
+        kwargs["stats"] = {"summary": statistic}
+    cpu, wall = np.inf, np.inf
+    for _ in range(reps + 1):  # the first run compiles
+        c0 = time.process_time()
+        run = sluice.sample(log_density, **kwargs)
+        c1 = time.process_time()
+        # sampling phase only: wall from the run's own timer, CPU scaled by its share
+        share = run.info.sampling_seconds / max(run.info.total_seconds, 1e-12)
+        cpu = min(cpu, (c1 - c0) * share)
+        wall = min(wall, run.info.sampling_seconds)
+    return {"cpu_us": cpu / draws * 1e6, "wall_us": wall / draws * 1e6,
+            "gradients": run.info.num_gradients / draws}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    statistic = stats.summary_statistics(num_draws=args.draws)
+    m = micro(args.dim, args.draws, args.reps, statistic)
+    base = nuts(args.dim, args.draws, args.reps, None)
+    full = nuts(args.dim, args.draws, args.reps, statistic)
+    print(f"dim={args.dim} draws={args.draws} backend={jax.default_backend()}")
+    print(
+        f"statistics update (scan, 1 chain): {m['cpu_us']:.2f} us/draw CPU ({m['wall_us']:.2f} wall)"
+    )
+    print(f"state memory: {m['bytes_per_element']:.0f} bytes per element per chain")
+    print(f"NUTS draw: {base['cpu_us']:.1f} us CPU ({base['wall_us']:.1f} wall), "
+          f"{base['gradients']:.1f} gradients/draw")  # fmt: skip
+    print(f"NUTS draw + statistics: {full['cpu_us']:.1f} us CPU ({full['wall_us']:.1f} wall)")
+    print(f"ratio (micro) statistics / NUTS draw: {m['cpu_us'] / base['cpu_us']:.1%}")
+    print(f"ratio (end to end): {full['cpu_us'] / base['cpu_us'] - 1:+.1%} CPU, "
+          f"{full['wall_us'] / base['wall_us'] - 1:+.1%} wall")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,654 @@
+"""Streaming autocovariances for the effective sample size.
+
+Two kinds of lag state, both per split half of one chain:
+
+*Exact lags* of ``y = x - c`` up to ``max_lag``: a ring of the last draws,
+the running sums ``sum_i y_i y_(i-t)`` and the first/last ``max_lag`` values of
+each half. Closing a chain turns them into ``sum_i (y_i - m)(y_(i+t) - m)``
+centred at each half's own mean, which is exactly ArviZ's (FFT) biased
+autocovariance times the length; so ``ess_mean`` equals ArviZ's whenever
+Geyer's truncation falls within ``max_lag`` (flagged otherwise).
+
+*Block levels*: the same lagged products on means of consecutive blocks of
+``b`` draws (``b`` in ``block_sizes``, each a multiple of the previous), for
+several features at once. The variance of the chain mean is
+``b * (spectral density at 0 of the block means)``, so Geyer's estimator on a
+block series estimates the same ESS with lags ``b`` times longer: the
+fallback when the exact lags are too few, and the only estimate for the
+proxy features below. Block series are centred approximately (the ends of a
+half are ignored), an error of order ``lag / blocks``.
+
+Features (``F`` = 5, or 2 with ``proxies=False``):
+
+0. ``y`` (ESS of the mean) and 1. ``q = y^2``: with the lagged cross products
+   of ``y`` and ``q`` the autocovariance of ``(x - mu)^2`` follows exactly for
+   any ``mu`` known later (``mu - c = delta``):
+   ``acov(q) - 2 delta (acov(q, y) + acov(y, q)) + 4 delta^2 acov(y)``
+   (ArviZ's ``mcse_sd`` uses the ESS of ``(x - mean)^2``);
+2. ``z``: piecewise-linear normal scores through the chain's own reference
+   quantiles, a proxy of ArviZ's rank normalisation (ESS bulk);
+3. ``x <= q_ref(0.05)`` and 4. ``x > q_ref(0.95)``: proxies of ArviZ's
+   indicators at the pooled quantiles (ESS tail).
+
+The proxies need quantiles of the chain's own draws (``reference``): for the
+first half they are fixed at draw ``reference_draw`` (from the draws before
+it), for the second half at its first draw (from the whole first half).
+Lagged products never cross the halves, so each half's autocorrelations use
+one fixed transform, and only the first ``reference_draw`` draws lack
+proxies. Only the *autocorrelations* of the proxies are used: the variance
+terms of ArviZ's formula (within-chain ``W`` and between-chain ``B``) come,
+exactly or to first order, from the moments and histograms of the pooled
+draws (see :mod:`sluice.stats.convergence`).
+
+Costs are kept per draw and element: the exact lags are ``max_lag``
+multiply-adds into a partial sum flushed every ``FLUSH`` draws (so float32
+sums neither drift nor stall over long runs); block levels add ``F`` sums per
+draw and do their lagged products only when a block ends, under ``lax.cond``
+(under ``vmap`` a ``cond`` on per-chain state evaluates both branches, which
+costs the block work every draw: cheap on accelerators, where ``vmap`` is the
+default). Every per-draw array keeps the elements as its last, contiguous
+axis and features are separate arrays (tuples): XLA on CPU vectorises
+``(..., D)`` elementwise work well, and ``(D, F)`` stacks or reductions over
+small trailing axes poorly (5-20x slower, measured).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtri
+
+from sluice.stats._numerics import geyer_tau, row_add, row_set_where
+
+__all__ = [
+    "REFERENCE_LEVELS",
+    "EssResult",
+    "EssTarget",
+    "LagSettings",
+    "LagState",
+    "ess_from_lags",
+]
+
+# Reference quantile levels fixed per chain and half (knots of the bulk proxy).
+REFERENCE_LEVELS = (0.01, 0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95, 0.99)
+_LO, _HI = 1, 7  # indices of 0.05 and 0.95 in REFERENCE_LEVELS
+_SCORES = tuple(float(z) for z in ndtri(np.asarray(REFERENCE_LEVELS)))
+FLUSH = 256  # draws between flushes of the exact lags' partial sums
+Y, Q, BULK, TAIL_LO, TAIL_HI = 0, 1, 2, 3, 4  # features
+QY, YQ = -2, -1  # cross entries of the pooled sums: q_t y_(t-k) and y_t q_(t-k)
+
+
+class LagSettings(NamedTuple):
+    """Static settings of the lag part."""
+
+    max_lag: int  # exact lags of y (0: none)
+    block_sizes: tuple[int, ...]  # block lengths of the block levels, increasing multiples
+    block_lags: tuple[int, ...]  # lags of each block level
+    proxies: bool  # track the bulk and tail proxies besides y and y^2
+    reference_draw: int  # draw at which each chain fixes the first half's reference quantiles
+    half: int  # draws per split half (num_draws // 2); 0 when not split
+    min_blocks: int  # blocks per split chain a block level needs to be used
+
+    @property
+    def num_features(self) -> int:
+        return 5 if self.proxies else 2
+
+    @property
+    def num_pooled(self) -> int:
+        """Features whose lagged products are pooled over halves (all but the tails)."""
+        return 3 if self.proxies else 2
+
+
+class ExactLags(NamedTuple):
+    ring: jax.Array  # (2 M, D), M = L0 + 1: the last M draws, each written twice (rows
+    #   i mod M and i mod M + M), so rows i mod M + 1 .. i mod M + M hold draws i - L0 .. i
+    partial: jax.Array  # (M, D): sum_i y_i y_(i - t) since the last flush, lag t in row L0 - t
+    sums: jax.Array  # (M, D): open: flushed sums; closed: centred and summed (same rows)
+    head: jax.Array  # (2, L0, D): first L0 draws of each half (oldest first)
+    tail: jax.Array  # (L0, D): last L0 draws of the first half (most recent first)
+
+
+class BlockLevel(NamedTuple):
+    """One block level. Lag sums keep lag ``t`` in row ``L - t`` (the ring window's order)."""
+
+    acc: tuple  # F x (D,): feature sums over the current, incomplete block
+    ring: tuple  # F x (2 (L + 1), D): double-buffered block means (see _window)
+    blocks: jax.Array  # () int32: blocks written to the rings
+    valid: jax.Array  # (F,) int32: valid block means in the ring's run (current half)
+    sums: tuple  # (P + 2) x (L + 1, D): lagged products of the pooled features and the
+    #   cross products q.y, y.q, summed over halves; closed: centred, summed over split chains
+    tail_sums: tuple  # (F - P) x (2, L + 1, D): lagged products of the tail indicators per half
+    tail_ratio: tuple  # (F - P) x (L + 1, D): closed: sum over split chains of their tail
+    #   autocovariance per block over their per-draw variance
+    tail_chains: tuple  # (F - P) x (D,): split chains summed in tail_ratio (non-constant ones)
+    half_sum: tuple  # F x (2, D): sum of the block means of each half
+    half_count: jax.Array  # (2, F) int32: block means of each half
+    closed_count: jax.Array  # (F,) int32: block means of all closed split chains
+    closed_chains: jax.Array  # (F,) int32: closed split chains with at least one block
+
+
+class ProxyMoments(NamedTuple):
+    """Closed only: the proxies' pooled within-chain variance per draw (normalises them).
+
+    Computed when a chain is closed, from its histograms (the proxies are
+    functions of the draw and of the chain's reference quantiles), so that
+    nothing is accumulated per draw for them.
+    """
+
+    closed_ss: tuple  # (F - 2) x (D,): sum over closed split chains of n * within variance
+    closed_count: jax.Array  # () float: sum of those chains' lengths
+
+
+class LagState(NamedTuple):
+    reference: jax.Array  # (2, 9, D): per half, the chain's quantiles at REFERENCE_LEVELS
+    slopes: jax.Array  # (2, 8, D): per half, the bulk proxy's slope between reference knots
+    active: jax.Array  # (17, D): the current half's knots (rows 0-8) and slopes (rows 9-16)
+    exact: ExactLags
+    levels: tuple[BlockLevel, ...]
+    proxies: ProxyMoments
+
+
+def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
+    l0, f, p = settings.max_lag, settings.num_features, settings.num_pooled
+    z = jnp.zeros
+    exact = ExactLags(z((2 * (l0 + 1), d), dtype), z((l0 + 1, d), dtype), z((l0 + 1, d), dtype),
+                      z((2, l0, d), dtype), z((l0, d), dtype))  # fmt: skip
+    levels = tuple(
+        BlockLevel(
+            acc=tuple(z((d,), dtype) for _ in range(f)),
+            ring=tuple(z((2 * (lb + 1), d), dtype) for _ in range(f)),
+            blocks=z((), jnp.int32),
+            valid=z((f,), jnp.int32),
+            sums=tuple(z((lb + 1, d), dtype) for _ in range(p + 2)),
+            tail_sums=tuple(z((2, lb + 1, d), dtype) for _ in range(f - p)),
+            tail_ratio=tuple(z((lb + 1, d), dtype) for _ in range(f - p)),
+            tail_chains=tuple(z((d,), dtype) for _ in range(f - p)),
+            half_sum=tuple(z((2, d), dtype) for _ in range(f)),
+            half_count=z((2, f), jnp.int32),
+            closed_count=z((f,), jnp.int32),
+            closed_chains=z((f,), jnp.int32),
+        )
+        for lb in settings.block_lags
+    )
+    proxies = ProxyMoments(tuple(z((d,), dtype) for _ in range(f - 2)), z((), dtype))
+    k = len(REFERENCE_LEVELS)
+    reference = jnp.zeros((2, k, d), dtype)  # set at the reference draws
+    return LagState(
+        reference, jnp.zeros((2, k - 1, d), dtype), jnp.zeros((2 * k - 1, d), dtype), exact, levels,
+        proxies,
+    )  # fmt: skip
+
+
+def reference_slopes(knots: jax.Array) -> jax.Array:
+    """``(8, D)`` slopes of the bulk proxy between consecutive knots ``(9, D)`` (0 if equal)."""
+    width = knots[1:] - knots[:-1]
+    rise = jnp.diff(jnp.asarray(_SCORES, knots.dtype))[:, None]
+    return jnp.where(width > 0, rise / jnp.where(width > 0, width, 1.0), 0.0)
+
+
+def bulk_proxy(x: jax.Array, knots: jax.Array, slopes: jax.Array) -> jax.Array:
+    """Piecewise-linear normal scores through ``knots`` ``(9, ...)``, constant beyond them."""
+    z = jnp.full_like(x, _SCORES[0])
+    for k in range(len(_SCORES) - 1):
+        z = z + slopes[k] * jnp.clip(x - knots[k], 0.0, knots[k + 1] - knots[k])
+    return z
+
+
+def features(y, x, knots: jax.Array, slopes: jax.Array, settings: LagSettings) -> tuple:
+    """One draw's features, each ``(D,)`` (proxies meaningless before the reference)."""
+    out = (y, y * y)
+    if settings.proxies:
+        out += (
+            bulk_proxy(x, knots, slopes),
+            (x <= knots[_LO]).astype(y.dtype),
+            (x > knots[_HI]).astype(y.dtype),
+        )
+    return out
+
+
+def _window(ring: jax.Array, y: jax.Array, position: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Write ``y`` into a double-buffered ring ``(2 M, D)`` at ``position``; return the ring
+    and the window ``(M, D)`` of the last ``M`` values, oldest first (``y`` last)."""
+    m = ring.shape[0] // 2
+    r = position % m
+    ring = jax.lax.dynamic_update_index_in_dim(ring, y, r, 0)
+    ring = jax.lax.dynamic_update_index_in_dim(ring, y, r + m, 0)
+    return ring, jax.lax.dynamic_slice_in_dim(ring, r + 1, m)
+
+
+def _update_exact(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
+    l0 = settings.max_lag
+    if l0 == 0:
+        return ex
+    dtype = y.dtype
+    ring, window = _window(ex.ring, y, index)  # draws index - L0 .. index
+    lag = l0 - jnp.arange(l0 + 1)
+    use = ((lag <= pos) & in_split).astype(dtype)[:, None]  # lags within the current half
+    partial = ex.partial + window * y[None] * use
+    return ex._replace(ring=ring, partial=partial)
+
+
+def _ends(index, seg, pos, in_split, settings: LagSettings) -> tuple[jax.Array, jax.Array]:
+    """Whether draw ``index`` is among the first / last ``max_lag`` draws of its half."""
+    l0 = settings.max_lag
+    head = in_split & (pos < l0)
+    tail = jnp.zeros((), bool)
+    if settings.half > 0:
+        tail = in_split & (seg == 0) & (pos >= settings.half - l0)
+    return head, tail
+
+
+def _write_ends(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
+    """Keep the first and last ``max_lag`` draws of each half (their centring terms)."""
+    l0 = settings.max_lag
+    head_w, tail_w = _ends(index, seg, pos, in_split, settings)
+    head_seg = jax.lax.dynamic_index_in_dim(ex.head, seg, keepdims=False)
+    head_seg = row_set_where(head_seg, pos, y, head_w)
+    head = jax.lax.dynamic_update_index_in_dim(ex.head, head_seg, seg, 0)
+    tail = (
+        row_set_where(ex.tail, settings.half - 1 - pos, y, tail_w) if settings.half > 0 else ex.tail
+    )
+    del l0
+    return ex._replace(head=head, tail=tail)
+
+
+def flush_exact(ex: ExactLags) -> ExactLags:
+    """Move the partial lag sums into the running sums."""
+    return ex._replace(sums=ex.sums + ex.partial, partial=jnp.zeros_like(ex.partial))
+
+
+def _process_block(
+    lvl: BlockLevel, means: tuple, block_ok, seg, first_of_half, p: int
+) -> BlockLevel:
+    """Lagged products of one finished block's feature means (each ``(D,)``)."""
+    lb = lvl.sums[0].shape[0] - 1
+    f = len(means)
+    dtype = means[0].dtype
+    valid_prev = jnp.where(first_of_half, 0, lvl.valid)
+    lag = lb - jnp.arange(lb + 1)  # row k of a window holds lag L - k
+    # lag t is usable when t earlier blocks of this half are in the ring and the block is valid
+    use = [((lag <= valid_prev[i]) & block_ok[i]).astype(dtype)[:, None] for i in range(f)]
+    rings, windows = [], []
+    for r, mean in zip(lvl.ring, means, strict=True):
+        r, w = _window(r, mean, lvl.blocks)
+        rings.append(r)
+        windows.append(w)
+    sums = [lvl.sums[i] + use[i] * windows[i] * means[i][None] for i in range(p)]
+    sums.append(lvl.sums[QY] + use[Q] * windows[Y] * means[Q][None])  # q_t y_(t-k)
+    sums.append(lvl.sums[YQ] + use[Q] * windows[Q] * means[Y][None])  # y_t q_(t-k)
+    tail_sums = tuple(
+        row_add(lvl.tail_sums[j], seg, use[i] * windows[i] * means[i][None])
+        for j, i in enumerate(range(p, f))
+    )
+    ok = [block_ok[i].astype(dtype) for i in range(f)]
+    return lvl._replace(
+        acc=tuple(jnp.zeros_like(a) for a in lvl.acc),
+        ring=tuple(rings),
+        blocks=lvl.blocks + 1,
+        valid=jnp.where(block_ok, jnp.minimum(valid_prev + 1, lb), 0),
+        sums=tuple(sums),
+        tail_sums=tail_sums,
+        half_sum=tuple(
+            row_add(h, seg, o * m) for h, o, m in zip(lvl.half_sum, ok, means, strict=True)
+        ),
+        half_count=row_add(lvl.half_count, seg, block_ok.astype(jnp.int32)),
+    )
+
+
+def _finish_levels(levels: tuple, index, seg, pos, settings: LagSettings) -> tuple:
+    """Process the level-0 block that just ended, and the higher ones that end with it."""
+    f, p = settings.num_features, settings.num_pooled
+    # proxies are defined from reference_draw in the first half, from the start in the second
+    first = jnp.asarray([0, 0] + [settings.reference_draw] * (f - 2), jnp.int32)
+    proxy_from = jnp.where(seg == 1, 0, first)
+    sizes = settings.block_sizes
+
+    def cascade(k: int, levels: tuple) -> tuple:
+        """Levels k, k+1, ... (``levels[0]`` is level k, whose block just ended)."""
+        lvl = levels[0]
+        b = sizes[k]
+        block_ok = index + 1 - b >= proxy_from
+        means = tuple(a / b for a in lvl.acc)
+        new = _process_block(lvl, means, block_ok, seg, pos + 1 == b, p)
+        rest = tuple(levels[1:])
+        if not rest:
+            return (new,)
+        nxt = rest[0]._replace(acc=tuple(a + c for a, c in zip(rest[0].acc, lvl.acc, strict=True)))
+        rest = (nxt, *rest[1:])
+        done = (pos + 1) % sizes[k + 1] == 0
+        rest = jax.lax.cond(done, lambda r: cascade(k + 1, r), lambda r: r, rest)
+        return (new, *rest)
+
+    return cascade(0, tuple(levels))
+
+
+def lag_update(state: LagState, y, x, index, seg, pos, in_split, settings: LagSettings) -> LagState:
+    """Add draw ``index`` of one chain (``y = x - c``): the per-draw part, without ``cond``.
+
+    Blocks that end here are processed by :func:`lag_slow_path`.
+    """
+    k = len(REFERENCE_LEVELS)
+    v = features(y, x, state.active[:k], state.active[k:], settings)
+    w = in_split.astype(y.dtype)
+    if settings.num_features > 2:
+        dw = ((seg == 1) | (index >= settings.reference_draw)).astype(y.dtype) * w
+        v = (v[0] * w, v[1] * w, *tuple(a * dw for a in v[2:]))
+    else:
+        v = tuple(a * w for a in v)
+    exact = _update_exact(state.exact, y, index, seg, pos, in_split, settings)
+    levels = state.levels
+    if levels:
+        acc = tuple(a + b for a, b in zip(levels[0].acc, v, strict=True))
+        levels = (levels[0]._replace(acc=acc), *levels[1:])
+    return state._replace(exact=exact, levels=levels)
+
+
+def lag_due(index, seg, pos, in_split, settings: LagSettings) -> jax.Array:
+    """Whether draw ``index`` needs :func:`lag_slow_path` (a block or flush period ends,
+    or the draw is among the first / last ``max_lag`` of its half)."""
+    due = jnp.zeros((), bool)
+    if settings.block_sizes:
+        due = due | (in_split & ((pos + 1) % settings.block_sizes[0] == 0))
+    if settings.max_lag > 0:
+        head, tail = _ends(index, seg, pos, in_split, settings)
+        due = due | ((index + 1) % FLUSH == 0) | head | tail
+    return due
+
+
+def set_reference(state: LagState, row: jax.Array, knots: jax.Array) -> LagState:
+    """Fix half ``row``'s reference quantiles ``(9, D)``; they become the active ones."""
+    slopes = reference_slopes(knots)
+    return state._replace(
+        reference=jax.lax.dynamic_update_index_in_dim(state.reference, knots, row, 0),
+        slopes=jax.lax.dynamic_update_index_in_dim(state.slopes, slopes, row, 0),
+        active=jnp.concatenate([knots, slopes]),
+    )
+
+
+def lag_slow_path(state: LagState, y, index, seg, pos, in_split, settings: LagSettings) -> LagState:
+    """Rare per-draw work: ends of halves, flushes, finished blocks (nested conds)."""
+    exact = state.exact
+    if settings.max_lag > 0:
+        exact = _write_ends(exact, y, index, seg, pos, in_split, settings)
+        exact = jax.lax.cond((index + 1) % FLUSH == 0, flush_exact, lambda e: e, exact)
+    levels = state.levels
+    if levels:
+        done = in_split & ((pos + 1) % settings.block_sizes[0] == 0)
+        levels = jax.lax.cond(
+            done, lambda lv: _finish_levels(lv, index, seg, pos, settings), lambda lv: lv, levels
+        )
+    return state._replace(exact=exact, levels=levels)
+
+
+def _close_exact(ex: ExactLags, half_count, half_sum, count, settings: LagSettings) -> ExactLags:
+    """Centre the exact lag sums at each half's mean (``half_sum`` ``(2, D)``, exact sums of y)."""
+    l0 = settings.max_lag
+    if l0 == 0:
+        return ex
+    dtype = ex.sums.dtype
+    sums = (ex.sums + ex.partial)[::-1][1:]  # lags 1 .. L0 (row t - 1: lag t)
+    m = l0 + 1
+    recent = jax.lax.dynamic_slice_in_dim(ex.ring, (count - 1) % m + 1, m)[::-1][
+        :l0
+    ]  # newest first
+    first_done = (settings.half > 0) & (half_count[0] >= settings.half)
+    t = jnp.arange(1, l0 + 1)
+    corr = jnp.zeros_like(sums)
+    for j in range(2):
+        n = half_count[j]
+        nf = n.astype(dtype)
+        total = half_sum[j]
+        mean = total / jnp.maximum(nf, 1.0)
+        last = jnp.where(first_done, ex.tail, recent) if j == 0 else recent
+        a = total[None] - jnp.cumsum(last, axis=0)  # lag t: sum of y_1 .. y_(n - t)
+        b = total[None] - jnp.cumsum(ex.head[j], axis=0)  # sum of y_(t + 1) .. y_n
+        term = -mean[None] * (a + b) + (nf - t)[:, None] * (mean * mean)[None]
+        corr = corr + jnp.where((t < n)[:, None], term, 0.0)
+    z = jnp.zeros_like
+    closed = jnp.concatenate([(sums + corr)[::-1], jnp.zeros_like(sums[:1])])  # rows as open
+    return ExactLags(z(ex.ring), z(ex.partial), closed, z(ex.head), z(ex.tail))
+
+
+def _close_level(lvl: BlockLevel, proxy_var: tuple, p: int) -> BlockLevel:
+    """Centre one chain's block sums at each half's mean and fold them into the closed sums.
+
+    ``proxy_var``: per proxy feature ``(2, D)``, each half's per-draw variance.
+    """
+    dtype = lvl.half_sum[0].dtype
+    lb = lvl.sums[0].shape[0] - 1
+    f = len(lvl.acc)
+    t = (lb - jnp.arange(lb + 1)).astype(dtype)[:, None]  # lag of each row
+    sums = list(lvl.sums)
+    ratio = list(lvl.tail_ratio)
+    chains = list(lvl.tail_chains)
+    for j in range(2):
+        n = lvl.half_count[j].astype(dtype)  # (F,)
+        means = [h[j] / jnp.maximum(n[i], 1.0) for i, h in enumerate(lvl.half_sum)]
+        for i in range(p):
+            sums[i] = sums[i] - jnp.maximum(n[i] - t, 0.0) * (means[i] * means[i])[None]
+        cross = jnp.maximum(n[Q] - t, 0.0) * (means[Y] * means[Q])[None]
+        sums[QY] = sums[QY] - cross
+        sums[YQ] = sums[YQ] - cross
+        for k, i in enumerate(range(p, f)):
+            # tails: each split chain's autocovariance per block over its per-draw variance
+            centred = lvl.tail_sums[k][j] - jnp.maximum(n[i] - t, 0.0) * (means[i] * means[i])[None]
+            var = proxy_var[i - 2][j]
+            ok = (var > 0) & (n[i] >= 1)
+            r = centred / jnp.maximum(n[i], 1.0) / jnp.where(ok, var, 1.0)[None]
+            ratio[k] = ratio[k] + jnp.where(ok[None], r, 0.0)
+            chains[k] = chains[k] + ok.astype(dtype)
+    z = jnp.zeros_like
+    return lvl._replace(
+        acc=tuple(z(a) for a in lvl.acc), ring=tuple(z(r) for r in lvl.ring), blocks=z(lvl.blocks),
+        valid=z(lvl.valid),
+        sums=tuple(sums), tail_sums=tuple(z(a) for a in lvl.tail_sums), tail_ratio=tuple(ratio),
+        tail_chains=tuple(chains), half_sum=tuple(z(h) for h in lvl.half_sum),
+        half_count=z(lvl.half_count),
+        closed_count=lvl.closed_count + jnp.sum(lvl.half_count, axis=0, dtype=jnp.int32),
+        closed_chains=lvl.closed_chains
+        + jnp.sum((lvl.half_count > 0).astype(jnp.int32), axis=0, dtype=jnp.int32),
+    )  # fmt: skip
+
+
+def lag_close(
+    state: LagState, half_count, half_sum, proxy_var: tuple, count, settings: LagSettings
+) -> LagState:
+    """Fold one chain's open lag state into the closed form.
+
+    Parameters
+    ----------
+    half_count, half_sum
+        ``(2,)`` and ``(2, D)``: the exact count and sum of ``y`` of each split
+        half (from the moments).
+    count
+        Draws the chain has seen (the middle one of an odd ``num_draws`` included).
+    proxy_var
+        Per proxy feature, ``(2, D)``: each half's per-draw variance (from the
+        histograms; empty without proxies).
+    """
+    pm = state.proxies
+    dtype = half_sum.dtype
+    n = half_count.astype(dtype)[:, None]  # (2, 1)
+    proxies = ProxyMoments(
+        tuple(c + jnp.sum(n * v, axis=0) for c, v in zip(pm.closed_ss, proxy_var, strict=True)),
+        pm.closed_count + jnp.sum(half_count).astype(dtype),
+    )
+    exact = _close_exact(state.exact, half_count, half_sum, count, settings)
+    levels = tuple(_close_level(lvl, proxy_var, settings.num_pooled) for lvl in state.levels)
+    z = jnp.zeros_like
+    return LagState(z(state.reference), z(state.slopes), z(state.active), exact, levels, proxies)
+
+
+def lag_combine(a: LagState, b: LagState) -> LagState:
+    """Sum of two closed lag states."""
+
+    def add(u, v):
+        return jax.tree.map(jnp.add, u, v)
+
+    exact = a.exact._replace(sums=a.exact.sums + b.exact.sums)
+    levels = tuple(
+        la._replace(
+            sums=add(la.sums, lb.sums),
+            tail_ratio=add(la.tail_ratio, lb.tail_ratio),
+            tail_chains=add(la.tail_chains, lb.tail_chains),
+            closed_count=la.closed_count + lb.closed_count,
+            closed_chains=la.closed_chains + lb.closed_chains,
+        )
+        for la, lb in zip(a.levels, b.levels, strict=True)
+    )
+    proxies = a.proxies._replace(
+        closed_ss=add(a.proxies.closed_ss, b.proxies.closed_ss),
+        closed_count=a.proxies.closed_count + b.proxies.closed_count,
+    )
+    return LagState(a.reference, a.slopes, a.active, exact, levels, proxies)
+
+
+# -- ESS --------------------------------------------------------------------------------------
+# A "target" maps a closed block level to the target's mean autocovariance per block,
+# (L + 1, D), in the target's own units.
+Target = Callable[[BlockLevel], jax.Array]
+
+
+def _count(lvl: BlockLevel, feature: int) -> jax.Array:
+    return jnp.maximum(lvl.closed_count[feature], 1).astype(lvl.sums[0].dtype)
+
+
+def direct(feature: int) -> Target:
+    """The target is the feature itself (y: ESS of the mean)."""
+    return lambda lvl: lvl.sums[feature][::-1] / _count(lvl, feature)
+
+
+def squared_deviation(delta: jax.Array) -> Target:
+    """The target is ``(x - mu)^2`` with ``mu - c = delta`` ``(D,)``: exact from y, q and cross."""
+
+    def fn(lvl: BlockLevel) -> jax.Array:
+        s = lvl.sums
+        c2 = s[Q] - 2.0 * delta * (s[QY] + s[YQ]) + 4.0 * delta**2 * s[Y]
+        return c2[::-1] / _count(lvl, Q)
+
+    return fn
+
+
+def proxy(state: LagState, feature: int, within: jax.Array, length) -> Target:
+    """The target's autocorrelations are those of a pooled proxy feature; its ``W`` is known."""
+    pm = state.proxies
+    dtype = within.dtype
+    v0 = pm.closed_ss[feature - 2] / jnp.maximum(pm.closed_count, 1.0)
+    n = jnp.asarray(length, dtype)
+    scale = within * (n - 1.0) / n / v0
+    return lambda lvl: scale[None] * lvl.sums[feature][::-1] / _count(lvl, feature)
+
+
+def tail_proxy(feature: int, within: jax.Array, length, num_pooled: int) -> Target:
+    """Like :func:`proxy`, for a tail indicator normalised per split chain."""
+    n = jnp.asarray(length, within.dtype)
+
+    def fn(lvl: BlockLevel) -> jax.Array:
+        k = feature - num_pooled
+        mean_ratio = lvl.tail_ratio[k][::-1] / jnp.maximum(lvl.tail_chains[k], 1.0)[None]
+        return (within * (n - 1.0) / n)[None] * mean_ratio
+
+    return fn
+
+
+class EssResult(NamedTuple):
+    ess: jax.Array  # (D,) float: effective sample size
+    resolution: jax.Array  # (D,) int32: block size of the lags used (1: exact), 0 if none
+    truncated: jax.Array  # (D,) bool: Geyer's sequence did not end within any level's lags
+
+
+class EssTarget(NamedTuple):
+    """One quantity whose ESS is wanted (see :func:`ess_from_lags`)."""
+
+    acov: Target  # block level -> the target's mean autocovariance per block (D, L + 1)
+    column: int  # feature whose block counts give the level's length
+    within: jax.Array  # (D,): the target's W (mean ddof=1 within-chain variance)
+    between: jax.Array  # (D,): var_ddof1 of the target's split-chain means
+    use_exact: bool  # try the exact lags first (the mean only: they hold y alone)
+
+
+def ess_from_lags(
+    state: LagState, targets: list[EssTarget], length, num_split, settings: LagSettings
+) -> list[EssResult]:
+    """ArviZ's multi-chain ESS of several targets from a closed lag state.
+
+    For each target, the finest level (exact lags first, then block sizes in
+    increasing order) whose Geyer sequence ends within its lags and that has
+    at least ``min_blocks`` blocks per split chain (4 for the finest block
+    level, so that short chains get a value) gives the ESS; when none does,
+    the coarsest usable level's truncated value (``truncated`` True).
+    All targets and levels go through one vectorised Geyer computation.
+
+    Parameters
+    ----------
+    state
+        Closed lag state (summed over split chains).
+    targets
+        The quantities (their autocovariance maps and variance terms).
+    length, num_split
+        Draws per split chain ``n`` and number of split chains ``m``.
+    """
+    dtype = targets[0].within.dtype
+    n = jnp.asarray(length, dtype)
+    m = jnp.asarray(num_split, dtype)
+    total = m * n
+    within = jnp.stack([t.within for t in targets])  # (T, D)
+    between = jnp.stack([t.between for t in targets])
+    var_plus = within * (n - 1.0) / n + between
+    candidates = []  # (ess (T, D), terminated, usable, resolution), finest first
+    exact_rows = [i for i, t in enumerate(targets) if t.use_exact]
+    if exact_rows and settings.max_lag > 0:
+        # lag 0 from the exact within sums of squares: W (n - 1) / n = mean_j acov_j(0)
+        lag0 = within[exact_rows[0]] * (n - 1.0) / n
+        lags = state.exact.sums[::-1][1:]  # lags 1 .. L0
+        acm = jnp.concatenate([lag0[:, None], lags.T / (n * m)], axis=1)  # (D, L0 + 1)
+        acm = jnp.broadcast_to(acm, (len(targets), *acm.shape))
+        res = geyer_tau(acm, within, var_plus, n)
+        allowed = jnp.asarray([t.use_exact for t in targets])[:, None]
+        candidates.append((total / res.tau, res.terminated & allowed, (n >= 4) & allowed, 1))
+    if state.levels:
+        longest = max(settings.block_lags) + 1
+
+        def padded(a):  # lags beyond a level's own read as NaN: the sequence cannot end there
+            return jnp.pad(a, ((0, 0), (0, longest - a.shape[1])), constant_values=jnp.nan)
+
+        acm = jnp.stack(
+            [jnp.stack([padded(t.acov(lvl).T) for t in targets]) for lvl in state.levels]
+        )  # (V, T, D, L + 1)
+        cols = [t.column for t in targets]
+        count = jnp.stack([lvl.closed_count[jnp.asarray(cols)] for lvl in state.levels]).astype(
+            dtype
+        )
+        chains = jnp.stack([lvl.closed_chains[jnp.asarray(cols)] for lvl in state.levels])
+        n_l = (count / jnp.maximum(chains, 1).astype(dtype))[:, :, None]  # (V, T, 1)
+        vp_l = acm[..., 0] + between[None]
+        res = geyer_tau(acm, acm[..., 0] * n_l / (n_l - 1.0), vp_l, n_l)
+        sizes = jnp.asarray(settings.block_sizes, dtype)[:, None, None]
+        ess = total * var_plus[None] / (sizes * res.tau * vp_l)
+        # a level needs min_blocks blocks per split chain; the finest one, 4 (short chains)
+        need = jnp.asarray([4] + [settings.min_blocks] * (len(settings.block_sizes) - 1), dtype)
+        usable = jnp.broadcast_to(n_l >= need[:, None, None], ess.shape)
+        for v, b in enumerate(settings.block_sizes):
+            candidates.append((ess[v], res.terminated[v], usable[v], b))
+    shape = within.shape
+    ess = jnp.full(shape, jnp.nan, dtype)
+    resolution = jnp.zeros(shape, jnp.int32)
+    found = jnp.zeros(shape, bool)
+    for value, terminated, usable, b in candidates:
+        take = ~found & terminated & usable
+        ess = jnp.where(take, value, ess)
+        resolution = jnp.where(take, b, resolution)
+        found = found | take
+    fallback = jnp.full(shape, jnp.nan, dtype)
+    fb_res = jnp.zeros(shape, jnp.int32)
+    for value, _, usable, b in candidates:  # coarsest usable level, truncated
+        fallback = jnp.where(usable, value, fallback)
+        fb_res = jnp.where(usable, b, fb_res)
+    ess = jnp.where(found, ess, fallback)
+    resolution = jnp.where(found, resolution, fb_res)
+    ess = jnp.minimum(ess, total * jnp.log10(total))
+    return [EssResult(ess[i], resolution[i], ~found[i]) for i in range(len(targets))]

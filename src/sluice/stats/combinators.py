@@ -1,0 +1,186 @@
+"""Combinators: build a statistic from others (``optax.chain``-style wrapping).
+
+* :func:`group` runs several statistics side by side (state and result: dicts);
+* :func:`restrict` feeds a statistic only some of a draw's quantities (or
+  some of their elements);
+* :func:`transform` feeds it a function of each draw.
+
+All three return a :class:`~sluice.stats.base.Statistic`: they compose freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+
+from sluice.stats.base import Statistic
+
+PyTree = Any
+
+__all__ = ["group", "restrict", "transform"]
+
+
+def group(statistics: Mapping[str, Statistic]) -> Statistic:
+    """Run several statistics side by side; state and result are dicts by name.
+
+    Parameters
+    ----------
+    statistics
+        ``{name: Statistic}``.
+
+    Returns
+    -------
+    Statistic
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.group({"n": stats.count(), "mean": stats.mean()})
+    >>> state = s.update(s.init({"x": jnp.zeros(())}), {"x": jnp.asarray(2.0)})
+    >>> out = s.finalize(state)
+    >>> int(out["n"]), float(out["mean"]["x"])
+    (1, 2.0)
+    """
+    if not isinstance(statistics, Mapping) or not all(
+        isinstance(s, Statistic) for s in statistics.values()
+    ):
+        raise TypeError(f"statistics must be a mapping of name -> Statistic, got {statistics!r}")
+    items = dict(statistics)
+
+    def init(example: PyTree) -> dict[str, Any]:
+        return {name: s.init(example) for name, s in items.items()}
+
+    def update(state: dict[str, Any], draw: PyTree) -> dict[str, Any]:
+        return {name: s.update(state[name], draw) for name, s in items.items()}
+
+    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        return {name: s.merge(a[name], b[name]) for name, s in items.items()}
+
+    def finalize(state: dict[str, Any]) -> dict[str, Any]:
+        return {name: s.finalize(state[name]) for name, s in items.items()}
+
+    return Statistic(init, update, merge, finalize)
+
+
+def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic:
+    """Apply ``fn`` to every draw (and to the example) before ``statistic`` sees it.
+
+    ``fn`` must be a pure, traceable function of one draw; its output is what
+    the statistic summarises (any pytree of arrays).
+
+    Parameters
+    ----------
+    fn
+        ``fn(draw) -> pytree``.
+    statistic
+        The statistic of the transformed draws.
+
+    Returns
+    -------
+    Statistic
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> norm = stats.transform(lambda d: {"norm": jnp.linalg.norm(d["x"])}, stats.mean())
+    >>> state = norm.init({"x": jnp.zeros(2)})
+    >>> for v in ([3.0, 4.0], [6.0, 8.0]):
+    ...     state = norm.update(state, {"x": jnp.asarray(v)})
+    >>> float(norm.finalize(state)["norm"])
+    7.5
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    if not isinstance(statistic, Statistic):
+        raise TypeError(f"statistic must be a Statistic, got {statistic!r}")
+
+    def init(example: PyTree) -> Any:
+        return statistic.init(fn(example))
+
+    def update(state: Any, draw: PyTree) -> Any:
+        return statistic.update(state, fn(draw))
+
+    return Statistic(init, update, statistic.merge, statistic.finalize)
+
+
+def _path_name(path: tuple) -> str:
+    parts = []
+    for key in path:
+        for attr in ("key", "idx", "name"):
+            if hasattr(key, attr):
+                parts.append(str(getattr(key, attr)))
+                break
+        else:  # pragma: no cover - future key kinds
+            parts.append(str(key))
+    return ".".join(parts)
+
+
+def restrict(
+    statistic: Statistic,
+    names: Sequence[str] | Mapping[str, Any],
+) -> Statistic:
+    """Feed ``statistic`` only some quantities of each draw (or some of their elements).
+
+    Parameters
+    ----------
+    statistic
+        The statistic to restrict.
+    names
+        Quantities to keep, by name: top-level keys of a dict draw, or pytree
+        paths joined by dots (``"a.b"``, ``"params.0"``). A mapping
+        ``{name: index}`` also selects elements (``index`` is anything numpy
+        indexing accepts: ``slice(0, 100)``, an integer array, ``(0, ...)``),
+        for example to give expensive diagnostics to the first elements of a
+        huge vector only. The statistic sees ``{name: selected}``.
+
+    Returns
+    -------
+    Statistic
+
+    Raises
+    ------
+    ValueError
+        When a name is not in the draw (raised by ``init``, before compiling
+        the update).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.restrict(stats.mean(), {"beta": slice(0, 2)})
+    >>> state = s.init({"beta": jnp.zeros(5), "sigma": jnp.ones(())})
+    >>> state = s.update(state, {"beta": jnp.arange(5.0), "sigma": jnp.ones(())})
+    >>> s.finalize(state)["beta"].tolist()
+    [0.0, 1.0]
+    """
+    if isinstance(names, str):
+        raise TypeError(f"names must be a sequence or mapping of names, not a string: {names!r}")
+    if isinstance(names, Mapping):
+        selection = dict(names)
+    else:
+        selection = {str(n): None for n in names}
+    if not selection:
+        raise ValueError("names must select at least one quantity, got an empty selection")
+    if not isinstance(statistic, Statistic):
+        raise TypeError(f"statistic must be a Statistic, got {statistic!r}")
+
+    def select(draw: PyTree) -> dict[str, Any]:
+        leaves = {_path_name(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(draw)[0]}
+        out = {}
+        for name, index in selection.items():
+            if name in leaves:
+                leaf = leaves[name]
+            elif isinstance(draw, Mapping) and name in draw:
+                leaf = draw[name]
+            else:
+                raise ValueError(
+                    f"names: {name!r} is not a quantity of the draw; available: {sorted(leaves)}"
+                )
+            out[name] = leaf if index is None else leaf[index]
+        return out
+
+    return transform(select, statistic)

@@ -1,0 +1,331 @@
+"""Exact moment statistics: count, mean, variance, covariance, extrema.
+
+Every element is accumulated as a *shifted, compensated* sum: ``y = x - c``
+with ``c`` the pilot (the example draw, identical on every chain, device and
+host) and each sum a :class:`~sluice.stats._numerics.Compensated` float pair.
+Because the shift is shared, the sums of different chains simply add, so
+``merge`` is exact addition (no Chan correction needed) and associative up to
+the last bit of a double-length sum; because the sums are compensated, a
+float32 stream of 10^7 draws whose mean is 10^4 standard deviations away
+from zero keeps a relative variance error near 1e-7 (plain float32 Welford is
+off by more than 1e-2 there: see the regression test).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from sluice.stats._layout import flatten, num_elements, own_copy, unflatten, working_dtype
+from sluice.stats._numerics import (
+    Compensated,
+    compensated_add,
+    compensated_merge,
+    compensated_value,
+    compensated_zeros,
+)
+from sluice.stats.base import Statistic
+
+PyTree = Any
+
+__all__ = ["count", "covariance", "extrema", "mean", "variance"]
+
+
+class CountState(NamedTuple):
+    count: jax.Array  # () int32: draws seen
+
+
+def count() -> Statistic:
+    """Number of draws seen (summed over merged chains).
+
+    Returns
+    -------
+    Statistic
+        ``finalize`` gives an int32 scalar.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.count()
+    >>> state = s.init({"x": jnp.zeros(2)})
+    >>> for _ in range(3):
+    ...     state = s.update(state, {"x": jnp.ones(2)})
+    >>> int(s.finalize(s.merge(state, state)))
+    6
+    """
+
+    def init(example: PyTree) -> CountState:
+        return CountState(jnp.zeros((), jnp.int32))
+
+    def update(state: CountState, draw: PyTree) -> CountState:
+        return CountState(state.count + 1)
+
+    def merge(a: CountState, b: CountState) -> CountState:
+        return CountState(a.count + b.count)
+
+    def finalize(state: CountState) -> jax.Array:
+        return state.count
+
+    return Statistic(init, update, merge, finalize)
+
+
+class SumsState(NamedTuple):
+    """Shifted compensated power sums of each element."""
+
+    pilot: PyTree  # the example draw (structure and shift c)
+    count: jax.Array  # () int32: draws seen
+    sum: Compensated  # (D,) working dtype: sum of y = x - c
+    sumsq: Compensated  # (D,) working dtype: sum of y^2 (zeros when not needed)
+
+
+def _sums_init(example: PyTree) -> SumsState:
+    dtype = working_dtype(example)
+    d = num_elements(example)
+    return SumsState(
+        own_copy(example),
+        jnp.zeros((), jnp.int32),
+        compensated_zeros((d,), dtype),
+        compensated_zeros((d,), dtype),
+    )
+
+
+def _sums_update(state: SumsState, draw: PyTree, second: bool) -> SumsState:
+    dtype = state.sum.hi.dtype
+    y = flatten(draw, dtype) - flatten(state.pilot, dtype)
+    total = compensated_add(state.sum, y)
+    sumsq = compensated_add(state.sumsq, y * y) if second else state.sumsq
+    return SumsState(state.pilot, state.count + 1, total, sumsq)
+
+
+def _sums_merge(a: SumsState, b: SumsState) -> SumsState:
+    # the pilots agree when the contract is kept; if not, shift b's sums onto a's pilot
+    dtype = a.sum.hi.dtype
+    delta = flatten(b.pilot, dtype) - flatten(a.pilot, dtype)
+    n = b.count.astype(dtype)
+    s1_b = compensated_value(b.sum)
+    sum_b = compensated_add(b.sum, n * delta)
+    sumsq_b = compensated_add(b.sumsq, 2.0 * delta * s1_b + n * delta * delta)
+    return SumsState(
+        a.pilot,
+        a.count + b.count,
+        compensated_merge(a.sum, sum_b),
+        compensated_merge(a.sumsq, sumsq_b),
+    )
+
+
+def mean() -> Statistic:
+    """Mean of every element over all draws (and merged chains).
+
+    Returns
+    -------
+    Statistic
+        ``finalize`` gives a pytree shaped like a draw; NaN before any draw.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.mean()
+    >>> state = s.init({"b": jnp.zeros(2)})
+    >>> for v in (1.0, 2.0, 6.0):
+    ...     state = s.update(state, {"b": jnp.array([v, -v])})
+    >>> s.finalize(state)["b"].tolist()
+    [3.0, -3.0]
+    """
+
+    def update(state: SumsState, draw: PyTree) -> SumsState:
+        return _sums_update(state, draw, second=False)
+
+    def finalize(state: SumsState) -> PyTree:
+        dtype = state.sum.hi.dtype
+        n = state.count.astype(dtype)
+        value = flatten(state.pilot, dtype) + compensated_value(state.sum) / n
+        return unflatten(state.pilot, value)
+
+    return Statistic(_sums_init, update, _sums_merge, finalize)
+
+
+def _check_ddof(ddof: Any) -> None:
+    if not isinstance(ddof, int) or isinstance(ddof, bool) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative integer, got {ddof!r}")
+
+
+def _variance_flat(state: SumsState, ddof: int) -> jax.Array:
+    dtype = state.sum.hi.dtype
+    n = state.count.astype(dtype)
+    mean_y = compensated_value(state.sum) / n
+    # sum (y - mean)^2 = sumsq - sum * mean, both parts of the compensated pairs
+    m2 = (state.sumsq.hi - state.sum.hi * mean_y) + (state.sumsq.lo - state.sum.lo * mean_y)
+    return jnp.maximum(m2, 0.0) / (n - ddof)
+
+
+def variance(ddof: int = 1) -> Statistic:
+    """Variance of every element (``ddof=1``: the sample variance, as ``np.var(ddof=1)``).
+
+    Parameters
+    ----------
+    ddof
+        Delta degrees of freedom: the divisor is ``count - ddof``.
+
+    Returns
+    -------
+    Statistic
+        ``finalize`` gives a pytree shaped like a draw.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.variance()
+    >>> state = s.init({"x": jnp.zeros(())})
+    >>> for v in (1.0, 2.0, 3.0, 4.0):
+    ...     state = s.update(state, {"x": jnp.asarray(v)})
+    >>> round(float(s.finalize(state)["x"]), 4)
+    1.6667
+    """
+    _check_ddof(ddof)
+
+    def update(state: SumsState, draw: PyTree) -> SumsState:
+        return _sums_update(state, draw, second=True)
+
+    def finalize(state: SumsState) -> PyTree:
+        return unflatten(state.pilot, _variance_flat(state, ddof))
+
+    return Statistic(_sums_init, update, _sums_merge, finalize)
+
+
+class CovarianceState(NamedTuple):
+    pilot: PyTree  # the example draw (structure and shift c)
+    count: jax.Array  # () int32: draws seen
+    sum: Compensated  # (D,) working dtype: sum of y = x - c
+    outer: Compensated  # (D, D) working dtype: sum of y y^T
+
+
+def covariance(ddof: int = 1) -> Statistic:
+    """Covariance matrix of all scalar elements of a draw (opt-in: memory ``D^2``).
+
+    The elements are ordered as the draw's leaves, each raveled in C order
+    (``jax.tree.leaves`` order); :func:`sluice.stats.element_labels` names them.
+
+    Parameters
+    ----------
+    ddof
+        Delta degrees of freedom: the divisor is ``count - ddof``.
+
+    Returns
+    -------
+    Statistic
+        ``finalize`` gives a ``(D, D)`` array.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.covariance()
+    >>> state = s.init({"a": jnp.zeros(()), "b": jnp.zeros(())})
+    >>> for v in (1.0, 2.0, 3.0):
+    ...     state = s.update(state, {"a": jnp.asarray(v), "b": jnp.asarray(-2 * v)})
+    >>> s.finalize(state).tolist()
+    [[1.0, -2.0], [-2.0, 4.0]]
+    """
+    _check_ddof(ddof)
+
+    def init(example: PyTree) -> CovarianceState:
+        dtype = working_dtype(example)
+        d = num_elements(example)
+        return CovarianceState(
+            own_copy(example),
+            jnp.zeros((), jnp.int32),
+            compensated_zeros((d,), dtype),
+            compensated_zeros((d, d), dtype),
+        )
+
+    def update(state: CovarianceState, draw: PyTree) -> CovarianceState:
+        dtype = state.sum.hi.dtype
+        y = flatten(draw, dtype) - flatten(state.pilot, dtype)
+        return CovarianceState(
+            state.pilot,
+            state.count + 1,
+            compensated_add(state.sum, y),
+            compensated_add(state.outer, y[:, None] * y[None, :]),
+        )
+
+    def merge(a: CovarianceState, b: CovarianceState) -> CovarianceState:
+        dtype = a.sum.hi.dtype
+        delta = flatten(b.pilot, dtype) - flatten(a.pilot, dtype)  # zero when the contract is kept
+        n = b.count.astype(dtype)
+        s1 = compensated_value(b.sum)
+        shift = (
+            s1[:, None] * delta[None, :]
+            + delta[:, None] * s1[None, :]
+            + n * delta[:, None] * delta[None, :]
+        )
+        return CovarianceState(
+            a.pilot,
+            a.count + b.count,
+            compensated_merge(a.sum, compensated_add(b.sum, n * delta)),
+            compensated_merge(a.outer, compensated_add(b.outer, shift)),
+        )
+
+    def finalize(state: CovarianceState) -> jax.Array:
+        dtype = state.sum.hi.dtype
+        n = state.count.astype(dtype)
+        mean_y = compensated_value(state.sum) / n
+        c = (state.outer.hi - state.sum.hi[:, None] * mean_y[None, :]) + (
+            state.outer.lo - state.sum.lo[:, None] * mean_y[None, :]
+        )
+        return c / (n - ddof)
+
+    return Statistic(init, update, merge, finalize)
+
+
+class ExtremaState(NamedTuple):
+    pilot: PyTree  # the example draw (structure)
+    min: jax.Array  # (D,) working dtype: smallest value seen (+inf before any draw)
+    max: jax.Array  # (D,) working dtype: largest value seen (-inf before any draw)
+
+
+def extrema() -> Statistic:
+    """Smallest and largest value of every element.
+
+    NaN draws propagate (the result is NaN), as ``np.min`` does.
+
+    Returns
+    -------
+    Statistic
+        ``finalize`` gives ``{"min": tree, "max": tree}``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from sluice import stats
+    >>> s = stats.extrema()
+    >>> state = s.init({"x": jnp.zeros(2)})
+    >>> for v in (3.0, -1.0, 2.0):
+    ...     state = s.update(state, {"x": jnp.array([v, 2 * v])})
+    >>> out = s.finalize(state)
+    >>> out["min"]["x"].tolist(), out["max"]["x"].tolist()
+    ([-1.0, -2.0], [3.0, 6.0])
+    """
+
+    def init(example: PyTree) -> ExtremaState:
+        dtype = working_dtype(example)
+        d = num_elements(example)
+        return ExtremaState(
+            own_copy(example), jnp.full((d,), jnp.inf, dtype), jnp.full((d,), -jnp.inf, dtype)
+        )
+
+    def update(state: ExtremaState, draw: PyTree) -> ExtremaState:
+        x = flatten(draw, state.min.dtype)
+        return ExtremaState(state.pilot, jnp.minimum(state.min, x), jnp.maximum(state.max, x))
+
+    def merge(a: ExtremaState, b: ExtremaState) -> ExtremaState:
+        return ExtremaState(a.pilot, jnp.minimum(a.min, b.min), jnp.maximum(a.max, b.max))
+
+    def finalize(state: ExtremaState) -> dict[str, PyTree]:
+        return {"min": unflatten(state.pilot, state.min), "max": unflatten(state.pilot, state.max)}
+
+    return Statistic(init, update, merge, finalize)
