@@ -5,9 +5,10 @@ Measures, in one process:
 1. ``jit(scan(update))`` of the default statistics (``sluice.stats.summary_statistics``)
    over ``--draws`` draws of a ``--dim``-element vector, minus the same scan without
    statistics: the statistics' cost per draw and chain;
-2. ``sluice.sample`` of a ``--dim``-dimensional standard Gaussian with NUTS and
-   ``sink=None``, with and without ``stats={"summary": ...}``: the cost of a NUTS
-   draw and the end-to-end overhead.
+2. ``sluice.sample`` of a ``--dim``-dimensional standard Gaussian with NUTS,
+   ``--chains`` chains and ``sink=None``, with ``default_stats=False`` and with
+   the default statistics (or the ``--block-sizes``/``--block-lags`` variant):
+   the cost of a NUTS draw and the end-to-end overhead.
 
 Times are CPU (process) times, the minimum over ``--reps`` repetitions, which is
 robust to other processes sharing the machine; wall times are printed as well.
@@ -27,6 +28,8 @@ import numpy as np
 
 import sluice
 from sluice import stats
+
+CHAIN_METHOD = ["?"]
 
 
 def _timed(fn, reps: int) -> tuple[float, float]:
@@ -70,27 +73,31 @@ def micro(dim: int, draws: int, reps: int, statistic: stats.Statistic) -> dict[s
     }
 
 
-def nuts(dim: int, draws: int, reps: int, statistic: stats.Statistic | None) -> dict[str, float]:
-    """Sampling time per draw (one chain) of NUTS on a standard Gaussian."""
+def nuts(
+    dim: int, draws: int, reps: int, chains: int, statistic: stats.Statistic | None
+) -> dict[str, float]:
+    """Sampling time per draw and chain of NUTS on a standard Gaussian."""
 
     def log_density(x):
         return -0.5 * jnp.sum(x**2)
 
-    kwargs = dict(init=jnp.zeros(dim), chains=1, warmup=200, draws=draws, sink=None,
-                  progress=False, seed=1, chunk_size=draws)  # fmt: skip
+    kwargs = dict(init=jnp.zeros(dim), chains=chains, warmup=200, draws=draws, sink=None,
+                  progress=False, seed=1, chunk_size=draws, default_stats=False)  # fmt: skip
     if statistic is not None:
-        kwargs["stats"] = {"summary": statistic}
+        kwargs["stats"] = {"summary_variant": statistic}
     cpu, wall = np.inf, np.inf
     for _ in range(reps + 1):  # the first run compiles
         c0 = time.process_time()
         run = sluice.sample(log_density, **kwargs)
+        CHAIN_METHOD[:] = [run.info.chain_method]
         c1 = time.process_time()
         # sampling phase only: wall from the run's own timer, CPU scaled by its share
         share = run.info.sampling_seconds / max(run.info.total_seconds, 1e-12)
         cpu = min(cpu, (c1 - c0) * share)
         wall = min(wall, run.info.sampling_seconds)
-    return {"cpu_us": cpu / draws * 1e6, "wall_us": wall / draws * 1e6,
-            "gradients": run.info.num_gradients / draws}  # fmt: skip
+    n = draws * chains
+    return {"cpu_us": cpu / n * 1e6, "wall_us": wall / n * 1e6,
+            "gradients": run.info.num_gradients / n}  # fmt: skip
 
 
 def main() -> None:
@@ -98,12 +105,26 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--block-sizes", type=int, nargs="*", default=None)
+    parser.add_argument("--block-lags", type=int, nargs="*", default=None)
     args = parser.parse_args()
-    statistic = stats.summary_statistics(num_draws=args.draws)
+    options = {}
+    if args.block_sizes is not None:
+        options["block_sizes"] = tuple(args.block_sizes)
+    if args.block_lags is not None:
+        options["block_lags"] = tuple(args.block_lags)
+    if options:
+        statistic = stats.summary_statistics(num_draws=args.draws, **options)
+    else:  # exactly what sample(default_stats=True) runs
+        from sluice.engine import default_summary_statistic
+
+        statistic = default_summary_statistic(args.draws)
     m = micro(args.dim, args.draws, args.reps, statistic)
-    base = nuts(args.dim, args.draws, args.reps, None)
-    full = nuts(args.dim, args.draws, args.reps, statistic)
-    print(f"dim={args.dim} draws={args.draws} backend={jax.default_backend()}")
+    base = nuts(args.dim, args.draws, args.reps, args.chains, None)
+    full = nuts(args.dim, args.draws, args.reps, args.chains, statistic)
+    print(f"dim={args.dim} draws={args.draws} chains={args.chains} options={options or 'default'} "
+          f"backend={jax.default_backend()} chain_method={CHAIN_METHOD[0]}")  # fmt: skip
     print(
         f"statistics update (scan, 1 chain): {m['cpu_us']:.2f} us/draw CPU ({m['wall_us']:.2f} wall)"
     )

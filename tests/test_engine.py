@@ -43,6 +43,13 @@ def test_draws_do_not_depend_on_chunk_size(reference, chunk_size):
     assert _same(run.sample_stats, reference.sample_stats)
     assert _same(run.log_likelihood, reference.log_likelihood)
     np.testing.assert_array_equal(run.info.step_size, reference.info.step_size)
+    _assert_same_tree(run.stats, reference.stats)  # streaming statistics too, bit for bit
+
+
+def _assert_same_tree(a, b) -> None:
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
 
 
 def test_run_contents(reference):
@@ -88,16 +95,19 @@ def test_one_compile_per_run_and_reuse_across_seeds_and_data():
     )
     # 5 chunks, the last one short; warmup and sampling share one program
     first = sluice.sample(make(jnp.array([1.0, 2.0])), seed=1, **settings)
-    topology = engine.Topology.build(2, [jax.devices()[0]])
-    program = engine._program(
-        first.model.flatten(), sluice.nuts(), {}, 5, True, first.info.chain_method, topology
-    )
+    program = next(reversed(engine._PROGRAMS.values()))  # the program the run used
     assert sorted(name for name, *_ in program._executables) == ["advance", "init"]
     assert first.info.compile_seconds > 0
-    # new seed, new data values, more draws: nothing is compiled again
-    second = sluice.sample(make(jnp.array([-3.0, 0.5])), seed=2, **{**settings, "draws": 31})
+    # new seed, new data values: nothing is compiled again (the default statistics
+    # depend on the number of draws, so that stays the same)
+    second = sluice.sample(make(jnp.array([-3.0, 0.5])), seed=2, **settings)
     assert second.info.compile_seconds == 0
     assert len(program._executables) == 2
+    # without default statistics, the number of draws is not compiled in either
+    plain = {**settings, "default_stats": False}
+    sluice.sample(make(jnp.array([1.0, 2.0])), seed=1, **plain)
+    third = sluice.sample(make(jnp.array([1.0, 2.0])), seed=3, **{**plain, "draws": 31})
+    assert third.info.compile_seconds == 0
     assert abs(second.draws["x"].mean() - first.draws["x"].mean()) > 1.0  # new data was used
 
 
@@ -245,3 +255,5 @@ def test_chains_over_four_devices_match_one_device():
     assert four.draws["x"].shape == (6, 40, 4)
     assert _same(one.draws, four.draws)
     assert _same(one.sample_stats, four.sample_stats)
+    _assert_same_tree(one.stats_per_chain, four.stats_per_chain)
+    _assert_same_tree(one.stats, four.stats)

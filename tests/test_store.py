@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from tests.helpers import store_child as child
@@ -41,6 +42,12 @@ def assert_same_run(store: Path, reference) -> None:
         strict=True,
     ):
         np.testing.assert_array_equal(a, b)
+    for a, b in zip(
+        jax.tree.leaves(resumed.stats["summary"]),
+        jax.tree.leaves(reference.stats["summary"]),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)  # the default statistics resume exactly too
     assert resumed.info.num_gradients == reference.info.num_gradients
     assert resumed.info.num_divergent == reference.info.num_divergent
 

@@ -8,10 +8,12 @@ chain (``0 <= i < num_warmup + num_draws``) is a warmup step while
 * draw:   ``fold_in(fold_in(draws_root, c), t)``
 
 with ``c`` the global chain index, so draws depend neither on the chunk size
-nor on where a chunk starts. Iterations at or past ``stop`` (the end of the
-current phase) leave the carry untouched, so a short last chunk is masked,
-not recompiled; ``start``, ``stop``, ``num_warmup`` and the keys are traced
-arguments, so changing them never recompiles either.
+nor on where a chunk starts. A chunk runs iterations ``start .. min(start +
+chunk_size, stop) - 1`` of one phase (``stop`` ends the current phase), in a
+loop with a traced trip count, so a short last chunk is neither recompiled
+nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
+traced arguments, so changing them never recompiles either. The phase is
+chosen once per chunk, not per iteration.
 
 Per draw, the chunk applies the model's transform (and log-likelihood), feeds
 the result to the statistics, and, when the sink keeps draws, emits them with
@@ -164,7 +166,7 @@ class ChunkProgram:
                 lambda: self._record(consts, carry.kernel.position, example_stats)
             )
 
-        def warmup_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
+        def warmup_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters]:
             key, aux_key = jax.random.split(jax.random.fold_in(warmup_key, i))
             params = KernelParams(*adapt.params(carry.adaptation))
             kstate, stats = self.kernel.step(key, carry.kernel, logdensity, params)
@@ -187,7 +189,7 @@ class ChunkProgram:
                 lambda new, old: jnp.where(i == num_warmup - 1, new, old), final, carry.params
             )
             counters = zero._replace(num_gradients=stats["n_steps"] + extra)
-            return ChainCarry(kstate, astate, params, carry.stats), counters, _zeros(record_shape)
+            return ChainCarry(kstate, astate, params, carry.stats), counters
 
         def draw_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
             key = jax.random.fold_in(draws_key, i - num_warmup)
@@ -202,21 +204,40 @@ class ChunkProgram:
             out = self._record(consts, kstate.position, stats) if self.record else None
             return carry._replace(kernel=kstate, stats=sstate), counters, out
 
-        def skip(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
-            return carry, zero, _zeros(record_shape)
+        # A chunk lies within one phase (the host never lets one straddle the end of
+        # warmup), so the phase is chosen once per chunk and each phase loops only
+        # over its valid iterations [start, end): no per-iteration branch passes the
+        # (possibly large) statistics state around, and a short chunk does no work
+        # for its missing iterations.
+        end = jnp.minimum(start + self.chunk_size, stop)
 
-        def body(carry_totals, offset):
-            carry, totals = carry_totals
-            i = start + offset
-            branch = jnp.where(i >= stop, 2, jnp.where(i < num_warmup, 0, 1))
-            carry, counters, out = jax.lax.switch(branch, (warmup_step, draw_step, skip), i, carry)
-            totals = jax.tree.map(jnp.add, totals, counters)
-            return (carry, totals), out
+        def warmup_body(i, acc):
+            carry, totals, out = acc
+            carry, counters = warmup_step(i, carry)
+            return carry, jax.tree.map(jnp.add, totals, counters), out
 
-        (carry, totals), outputs = jax.lax.scan(
-            body, (carry, zero), jnp.arange(self.chunk_size, dtype=jnp.int32)
+        def draw_body(i, acc):
+            carry, totals, out = acc
+            carry, counters, record = draw_step(i, carry)
+            if out is not None:
+                out = jax.tree.map(
+                    lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, i - start, 0),
+                    out,
+                    record,
+                )
+            return carry, jax.tree.map(jnp.add, totals, counters), out
+
+        buffers = None
+        if record_shape is not None:
+            buffers = jax.tree.map(
+                lambda s: jnp.zeros((self.chunk_size, *s.shape), s.dtype), record_shape
+            )
+        return jax.lax.cond(
+            start < num_warmup,
+            lambda acc: jax.lax.fori_loop(start, end, warmup_body, acc),
+            lambda acc: jax.lax.fori_loop(start, end, draw_body, acc),
+            (carry, zero, buffers),
         )
-        return carry, totals, outputs
 
     # -- batching over chains and devices -----------------------------------
     def _batch(self, fn: Callable, num_unbatched_tail: int) -> Callable:
@@ -259,12 +280,6 @@ class ChunkProgram:
         # No donation: after dispatching chunk k+1 the host still reads chunk k's
         # carry for the checkpoint.
         return jax.jit(self._batch(advance_one, num_unbatched_tail=5))
-
-
-def _zeros(shape_tree: Any) -> Any:
-    if shape_tree is None:
-        return None
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape_tree)
 
 
 def _dtype(x: Any) -> Any:

@@ -16,6 +16,7 @@ so that every process reports the same merged results.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -54,6 +55,17 @@ __all__ = ["Plan", "resume", "sample"]
 
 DEFAULT_CHUNK_BUDGET_BYTES = 256 * 2**20
 CHAIN_METHODS = ("auto", "vectorized", "sequential")
+DEFAULT_STATISTIC = "summary"
+
+
+@functools.lru_cache(maxsize=32)
+def default_summary_statistic(draws: int) -> Statistic:
+    """The default statistics of a run of ``draws`` draws per chain.
+
+    Cached, so that runs with the same number of draws share one Statistic
+    object and hence one compiled program.
+    """
+    return _stats.summary_statistics(draws)
 
 
 def sample(
@@ -73,6 +85,7 @@ def sample(
     seed: int = 0,
     sink: Any = "memory",
     stats: dict[str, Statistic] | None = None,
+    default_stats: bool = True,
     progress: bool = True,
     devices: list[jax.Device] | None = None,
 ) -> Run:
@@ -119,7 +132,14 @@ def sample(
         interrupted run.
     stats
         Extra streaming statistics ``{name: Statistic}``, updated on the
-        device for every draw; results in ``run.stats``.
+        device for every draw, in order; merged over chains in ``run.stats``,
+        per chain in ``run.stats_per_chain``. See :mod:`sluice.stats`.
+    default_stats
+        Also compute ``sluice.stats.summary_statistics(draws)`` as
+        ``run.stats["summary"]``: means, sd, intervals, MCSE, ESS and R-hat
+        of every recorded quantity, streamed on the device. ``run.summary()``
+        is built from it, whatever the sink (with ``sink=None`` it is the
+        only summary there is). ``False`` saves its cost.
     progress
         Show a progress bar per phase (only on a terminal, only on process 0).
     devices
@@ -155,6 +175,7 @@ def sample(
         chain_method=chain_method,
         seed=seed,
         stats=stats,
+        default_stats=default_stats,
         devices=devices,
         record=sink.keeps_draws,
     )
@@ -222,6 +243,7 @@ def resume(
         chain_method=config["chain_method"],
         seed=config["seed"],
         stats=stats,
+        default_stats=config.get("default_stats", False),
         devices=devices,
         record=sink.keeps_draws,
         check_init=False,
@@ -265,7 +287,8 @@ class Plan:
     layout: Layout
     program: ChunkProgram
     keys: RunKeys
-    statistics: dict[str, Statistic]
+    statistics: dict[str, Statistic]  # every statistic of the run, defaults included
+    default_stats: bool
     check_init: bool
 
     @classmethod
@@ -288,6 +311,7 @@ class Plan:
         stats,
         devices,
         record,
+        default_stats=True,
         check_init=True,
     ) -> Plan:
         check_count("chains", chains)
@@ -309,6 +333,16 @@ class Plan:
             isinstance(stats, dict) and all(isinstance(s, Statistic) for s in stats.values())
         ):
             raise TypeError(f"stats must be a dict of sluice.stats.Statistic, got {stats!r}")
+        if not isinstance(default_stats, bool):
+            raise TypeError(f"default_stats must be True or False, got {default_stats!r}")
+        statistics = dict(stats or {})
+        if default_stats:
+            if DEFAULT_STATISTIC in statistics:
+                raise ValueError(
+                    f"stats={{{DEFAULT_STATISTIC!r}: ...}} clashes with the default summary "
+                    f"statistics; rename it or pass default_stats=False"
+                )
+            statistics = {DEFAULT_STATISTIC: default_summary_statistic(draws), **statistics}
 
         model = as_model(model, init)
         kernel = get_kernel(
@@ -345,7 +379,7 @@ class Plan:
             layout,
             topology.num_slots // len(topology.devices),
         )
-        program = _program(flat, kernel, dict(stats or {}), chunk, record, chain_method, topology)
+        program = _program(flat, kernel, statistics, chunk, record, chain_method, topology)
         return cls(
             model,
             flat,
@@ -360,7 +394,8 @@ class Plan:
             layout,
             program,
             RunKeys.from_seed(seed),
-            dict(stats or {}),
+            statistics,
+            default_stats,
             check_init,
         )
 
@@ -376,6 +411,7 @@ class Plan:
                 "kernel": kernel_to_config(self.kernel),
                 "chain_method": self.chain_method,
                 "statistics": sorted(self.statistics),
+                "default_stats": self.default_stats,
             },
             "model": {
                 "name": self.model.name,
@@ -593,9 +629,10 @@ class _Session:
             model=p.model,
             sink=self.sink,
             info=info,
-            statistic=p.program.statistic,
+            statistics=p.statistics,
             stats_states=stats_states,
             local_chains=t.local_chains,
+            summary_key=DEFAULT_STATISTIC if p.default_stats else None,
         )
 
 

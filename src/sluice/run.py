@@ -99,17 +99,20 @@ class Run:
         model: Any,
         sink: Any,
         info: RunInfo,
-        statistic: Any,
-        stats_states: Any,
+        statistics: dict[str, Any],
+        stats_states: dict[str, Any],
         local_chains: slice | None = None,
+        summary_key: str | None = None,
     ):
         self.model = model
         self.sink = sink
         self.info = info
         #: the chains whose draws this process holds (all of them in a single process)
         self.local_chains = local_chains if local_chains is not None else slice(0, info.chains)
-        self._statistic = statistic
-        self._stats_states = stats_states
+        self._statistics = dict(statistics)
+        self._stats_states = stats_states  # {name: state with a leading chain axis}
+        self._summary_key = summary_key
+        self._finalized: dict[str, Any] = {}
 
     # -- draws ----------------------------------------------------------------
     def _group(self, group: str) -> dict[str, np.ndarray]:
@@ -134,26 +137,36 @@ class Run:
         return self._group("log_likelihood")
 
     # -- statistics -------------------------------------------------------------
+    def _chain_state(self, name: str, chain: int) -> Any:
+        return jax.tree.map(lambda x: x[chain], self._stats_states[name])
+
     @property
-    def stats_per_chain(self) -> list[Any]:
-        """Finalized statistics of each chain."""
-        finalize = jax.jit(self._statistic.finalize)
+    def stats_per_chain(self) -> list[dict[str, Any]]:
+        """Finalized statistics of each chain: ``[{name: value}]``, one dict per chain."""
+        finalizers = {n: jax.jit(s.finalize) for n, s in self._statistics.items()}
         return [
-            jax.device_get(finalize(jax.tree.map(lambda x, c=c: x[c], self._stats_states)))
+            jax.device_get({n: f(self._chain_state(n, c)) for n, f in finalizers.items()})
             for c in range(self.info.chains)
         ]
 
     @property
-    def stats(self) -> Any:
-        """Finalized statistics, merged over all chains."""
-        return jax.device_get(jax.jit(self._statistic.finalize)(self.merged_stats_state()))
+    def stats(self) -> dict[str, Any]:
+        """Finalized statistics ``{name: value}``, merged over all chains (and hosts)."""
+        return {name: self._finalize(name) for name in self._statistics}
 
-    def merged_stats_state(self) -> Any:
-        """The statistic state of all chains merged (a pairwise tree of merges)."""
-        merge = jax.jit(self._statistic.merge)
-        states = [
-            jax.tree.map(lambda x, c=c: x[c], self._stats_states) for c in range(self.info.chains)
-        ]
+    def _finalize(self, name: str) -> Any:
+        if name not in self._finalized:
+            statistic = self._statistics[name]
+            state = self.merged_stats_state(name)
+            self._finalized[name] = jax.device_get(jax.jit(statistic.finalize)(state))
+        return self._finalized[name]
+
+    def merged_stats_state(self, name: str) -> Any:
+        """The state of statistic ``name`` with all chains merged (a pairwise tree of merges)."""
+        if name not in self._statistics:
+            raise KeyError(f"no statistic named {name!r}; this run has {sorted(self._statistics)}")
+        merge = jax.jit(self._statistics[name].merge)
+        states = [self._chain_state(name, c) for c in range(self.info.chains)]
         while len(states) > 1:
             merged = [merge(a, b) for a, b in zip(states[::2], states[1::2], strict=False)]
             states = merged + ([states[-1]] if len(states) % 2 else [])
@@ -170,11 +183,45 @@ class Run:
 
         return to_inference_data(self)
 
-    def summary(self, **kwargs: Any) -> Any:
-        """A pandas DataFrame like ``arviz.summary``: mean, sd, hdi, mcse, ess, r_hat."""
-        from sluice.arviz import import_arviz
+    def summary(self, *, interval: str = "hdi", round_to: Any = None, source: str = "auto") -> Any:
+        """A pandas DataFrame like ``arviz.summary``: mean, sd, interval, MCSE, ESS, R-hat.
 
-        return import_arviz().summary(self.to_arviz(), **kwargs)
+        Parameters
+        ----------
+        interval
+            ``"hdi"`` (94% highest-density interval, as ArviZ) or ``"eti"``
+            (equal-tailed).
+        round_to
+            ``None``: ArviZ's default rounding; ``"none"``; or a number of decimals.
+        source
+            ``"stats"``: from the streaming statistics computed while sampling
+            (``default_stats=True``), whatever the sink; ``"draws"``: ArviZ on
+            the kept draws; ``"auto"``: the statistics when the run has them.
+        """
+        if source not in ("auto", "stats", "draws"):
+            raise ValueError(f"source must be 'auto', 'stats' or 'draws', got {source!r}")
+        keeps_draws = getattr(self.sink, "data", None) is not None
+        if source == "draws" or (source == "auto" and self._summary_key is None and keeps_draws):
+            from sluice.arviz import import_arviz
+
+            if interval not in ("hdi", "eti"):
+                raise ValueError(f"interval must be 'hdi' or 'eti', got {interval!r}")
+            kwargs: dict[str, Any] = {"stat_focus": "median"} if interval == "eti" else {}
+            if round_to is not None:
+                kwargs["round_to"] = round_to
+            return import_arviz().summary(self.to_arviz(), **kwargs)
+        if self._summary_key is None:
+            raise ValueError(
+                "this run computed no summary statistics (default_stats=False)"
+                + ("; use source='draws'" if keeps_draws else " and kept no draws")
+                + ": sample with default_stats=True"
+            )
+        from sluice.stats import summary_table
+
+        table = summary_table(
+            self._finalize(self._summary_key), interval=interval, round_to=round_to
+        )
+        return table.rename(index=_arviz_labels(self.model, self._finalize(self._summary_key)))
 
     def __repr__(self) -> str:
         i = self.info
@@ -182,3 +229,23 @@ class Run:
             f"Run({i.chains} chains x {i.draws} draws, warmup {i.warmup}, chunk {i.chunk_size}, "
             f"{i.num_divergent} divergent, {i.sampling_seconds:.2f}s sampling)"
         )
+
+
+def _arviz_labels(model: Any, result: dict[str, Any]) -> dict[str, str]:
+    """Row labels with coordinate values where the model names them, as ArviZ writes them."""
+    dims = dict(getattr(model, "dims", None) or {})
+    coords = dict(getattr(model, "coords", None) or {})
+    mapping: dict[str, str] = {}
+    for name, value in result["mean"].items():
+        shape = np.shape(value)
+        names = list(dims.get(name, ()))
+        if not shape or not names:
+            continue
+        values = [coords.get(d) for d in names]
+        for index in np.ndindex(*shape):
+            parts = [
+                str(values[k][i]) if k < len(values) and values[k] is not None else str(i)
+                for k, i in enumerate(index)
+            ]
+            mapping[f"{name}[{', '.join(str(i) for i in index)}]"] = f"{name}[{', '.join(parts)}]"
+    return mapping

@@ -54,13 +54,12 @@ small trailing axes poorly (5-20x slower, measured).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.scipy.special import ndtri
 
 from sluice.stats._numerics import geyer_tau, row_add, row_set_where
 
@@ -76,7 +75,8 @@ __all__ = [
 # Reference quantile levels fixed per chain and half (knots of the bulk proxy).
 REFERENCE_LEVELS = (0.01, 0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95, 0.99)
 _LO, _HI = 1, 7  # indices of 0.05 and 0.95 in REFERENCE_LEVELS
-_SCORES = tuple(float(z) for z in ndtri(np.asarray(REFERENCE_LEVELS)))
+# (computed in Python: importing sluice must not start a JAX backend)
+_SCORES = tuple(statistics.NormalDist().inv_cdf(p) for p in REFERENCE_LEVELS)
 FLUSH = 256  # draws between flushes of the exact lags' partial sums
 Y, Q, BULK, TAIL_LO, TAIL_HI = 0, 1, 2, 3, 4  # features
 QY, YQ = -2, -1  # cross entries of the pooled sums: q_t y_(t-k) and y_t q_(t-k)

@@ -1,0 +1,141 @@
+"""Streaming statistics inside the engine: defaults, user statistics, stats-only runs.
+
+The statistics themselves are checked against NumPy and ArviZ in ``tests/stats``;
+here: they are fed the run's draws in order, per chain, and report the same
+summary whether or not the draws are kept.
+"""
+
+import warnings
+from typing import NamedTuple
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sluice
+from sluice import stats
+
+MODEL = sluice.Model(
+    lambda p: (
+        -0.5 * jnp.sum(((p["b"] - jnp.array([1.0, -2.0])) / jnp.array([1.0, 3.0])) ** 2)
+        - 0.5 * p["log_s"] ** 2
+    ),
+    init={"b": jnp.zeros(2), "log_s": jnp.zeros(())},
+    transform=lambda p: {"b": p["b"], "s": jnp.exp(p["log_s"])},
+)
+SETTINGS = dict(chains=4, warmup=200, draws=400, seed=11, chunk_size=100, progress=False)
+
+
+class NormState(NamedTuple):
+    total: jax.Array
+    count: jax.Array
+
+
+def mean_norm() -> stats.Statistic:
+    """A user statistic: the mean Euclidean norm of ``b``."""
+
+    def init(example):
+        return NormState(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+
+    def update(state, draw):
+        return NormState(state.total + jnp.linalg.norm(draw["b"]), state.count + 1)
+
+    def merge(a, b):
+        return NormState(a.total + b.total, a.count + b.count)
+
+    def finalize(state):
+        return state.total / state.count
+
+    return stats.Statistic(init, update, merge, finalize)
+
+
+USER = {"norm": mean_norm(), "count": stats.count()}
+
+
+@pytest.fixture(scope="module")
+def stored():
+    return sluice.sample(MODEL, stats=USER, **SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def streamed():
+    return sluice.sample(MODEL, stats=USER, sink=None, **SETTINGS)
+
+
+def test_streaming_and_stored_runs_give_the_same_statistics(stored, streamed):
+    a, b = stored.stats, streamed.stats
+    assert set(a) == {"summary", "norm", "count"}
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert stored.summary().equals(streamed.summary())
+
+
+def test_statistics_see_every_draw_in_order(stored):
+    b = stored.draws["b"].astype(np.float64)
+    assert int(stored.stats["count"]) == 4 * 400
+    np.testing.assert_allclose(stored.stats["norm"], np.linalg.norm(b, axis=-1).mean(), rtol=1e-5)
+    per_chain = stored.stats_per_chain
+    assert len(per_chain) == 4
+    for c in range(4):
+        np.testing.assert_allclose(per_chain[c]["summary"]["mean"]["b"], b[c].mean(0), atol=1e-5)
+        np.testing.assert_allclose(
+            per_chain[c]["norm"], np.linalg.norm(b[c], axis=-1).mean(), rtol=1e-5
+        )
+    summary = stored.stats["summary"]
+    np.testing.assert_allclose(summary["mean"]["b"], b.reshape(-1, 2).mean(0), atol=1e-5)
+    np.testing.assert_allclose(summary["sd"]["b"], b.reshape(-1, 2).std(0, ddof=1), rtol=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for d in range(2):
+            np.testing.assert_allclose(
+                summary["r_hat_split"]["b"][d], az.rhat(b[..., d], method="split"), rtol=1e-4
+            )
+            np.testing.assert_allclose(
+                summary["ess_mean"]["b"][d], az.ess(b[..., d], method="mean"), rtol=1e-3
+            )
+
+
+def test_summary_from_statistics_matches_arviz_on_the_draws(stored):
+    table = stored.summary()
+    expected = stored.summary(source="draws")
+    assert list(table.columns) == list(expected.columns)
+    assert list(table.index) == list(expected.index) == ["b[0]", "b[1]", "s"]
+    np.testing.assert_allclose(table["mean"], expected["mean"], atol=2e-3)
+    np.testing.assert_allclose(table["sd"], expected["sd"], atol=2e-3)
+    np.testing.assert_allclose(table["r_hat"], expected["r_hat"], atol=0.011)
+    # interval ends and ESS are approximate (see docs/statistics.md)
+    sd = expected["sd"].to_numpy()
+    for col in ("hdi_3%", "hdi_97%"):
+        assert np.all(np.abs(table[col] - expected[col]) < 0.2 * sd), col
+    eti = stored.summary(interval="eti")
+    assert list(eti.columns[2:4]) == ["eti_3%", "eti_97%"]
+
+
+def test_default_statistics_can_be_switched_off_and_clash_is_named():
+    plain = sluice.sample(MODEL, default_stats=False, **SETTINGS)
+    assert plain.stats == {}
+    table = plain.summary()  # falls back to ArviZ on the kept draws
+    assert list(table.index) == ["b[0]", "b[1]", "s"]
+    nothing = sluice.sample(MODEL, default_stats=False, sink=None, **SETTINGS)
+    with pytest.raises(ValueError, match="computed no summary statistics"):
+        nothing.summary()
+    with pytest.raises(ValueError, match="clashes with the default summary"):
+        sluice.sample(MODEL, stats={"summary": stats.count()}, **SETTINGS)
+    with pytest.raises(TypeError, match="default_stats must be True or False, got 'yes'"):
+        sluice.sample(MODEL, default_stats="yes", **SETTINGS)
+    with pytest.raises(ValueError, match="source must be"):
+        plain.summary(source="disk")
+
+
+def test_summary_labels_use_coordinates():
+    model = sluice.Model(
+        lambda p: -0.5 * jnp.sum(p["b"] ** 2),
+        init={"b": jnp.zeros(2)},
+        dims={"b": ["city"]},
+        coords={"city": ["Oslo", "Lima"]},
+    )
+    run = sluice.sample(model, sink=None, **{**SETTINGS, "draws": 100, "warmup": 100})
+    assert list(run.summary().index) == ["b[Oslo]", "b[Lima]"]
