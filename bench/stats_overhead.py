@@ -73,13 +73,34 @@ def micro(dim: int, draws: int, reps: int, statistic: stats.Statistic) -> dict[s
     }
 
 
-def nuts(
-    dim: int, draws: int, reps: int, chains: int, statistic: stats.Statistic | None
-) -> dict[str, float]:
-    """Sampling time per draw and chain of NUTS on a standard Gaussian."""
+def log_density_of(model: str, dim: int):
+    """``gaussian``: a standard Gaussian (the cheapest gradient there is: the worst
+    case for the statistics' relative cost); ``logreg``: a logistic regression with
+    ``dim`` coefficients and ``dim`` data points (a typical model of that size)."""
+    if model == "gaussian":
+        return lambda x: -0.5 * jnp.sum(x**2)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(dim, dim)) / np.sqrt(dim), jnp.float32)
+    beta = rng.normal(size=dim)
+    y = jnp.asarray(rng.random(dim) < 1 / (1 + np.exp(-np.asarray(x) @ beta)), jnp.float32)
 
-    def log_density(x):
-        return -0.5 * jnp.sum(x**2)
+    def log_density(b):
+        logits = x @ b
+        return jnp.sum(y * logits - jnp.logaddexp(0.0, logits)) - 0.5 * jnp.sum(b**2)
+
+    return log_density
+
+
+def nuts(
+    dim: int,
+    draws: int,
+    reps: int,
+    chains: int,
+    statistic: stats.Statistic | None,
+    model: str = "gaussian",
+) -> dict[str, float]:
+    """Sampling time per draw and chain of NUTS on ``model``."""
+    log_density = log_density_of(model, dim)
 
     kwargs = dict(init=jnp.zeros(dim), chains=chains, warmup=200, draws=draws, sink=None,
                   progress=False, seed=1, chunk_size=draws, default_stats=False)  # fmt: skip
@@ -106,6 +127,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--model", choices=("gaussian", "logreg"), default="gaussian")
     parser.add_argument("--block-sizes", type=int, nargs="*", default=None)
     parser.add_argument("--block-lags", type=int, nargs="*", default=None)
     args = parser.parse_args()
@@ -121,9 +143,9 @@ def main() -> None:
 
         statistic = default_summary_statistic(args.draws)
     m = micro(args.dim, args.draws, args.reps, statistic)
-    base = nuts(args.dim, args.draws, args.reps, args.chains, None)
-    full = nuts(args.dim, args.draws, args.reps, args.chains, statistic)
-    print(f"dim={args.dim} draws={args.draws} chains={args.chains} options={options or 'default'} "
+    base = nuts(args.dim, args.draws, args.reps, args.chains, None, args.model)
+    full = nuts(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
+    print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} options={options or 'default'} "
           f"backend={jax.default_backend()} chain_method={CHAIN_METHOD[0]}")  # fmt: skip
     print(
         f"statistics update (scan, 1 chain): {m['cpu_us']:.2f} us/draw CPU ({m['wall_us']:.2f} wall)"

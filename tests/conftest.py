@@ -10,3 +10,23 @@ import warnings
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
+
+
+import pytest  # noqa: E402  (after the environment is set)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_compile_caches():
+    """Drop compiled programs after each test module.
+
+    A long session otherwise accumulates hundreds of executables in one
+    process (JAX's caches and sluice's program cache); that costs memory and
+    once ended in a crash inside XLA's compiler late in a full run.
+    """
+    yield
+    import jax
+
+    from sluice import engine
+
+    engine._PROGRAMS.clear()
+    jax.clear_caches()

@@ -20,13 +20,15 @@ def _blocks_after(heading: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
 
 
-def test_custom_statistic_example_runs():
-    blocks = _blocks_after("## Writing your own statistic")
-    assert len(blocks) == 2
+def test_examples_run_in_order():
+    """Every example of the page, in order, in one namespace (later ones reuse names)."""
+    blocks = _blocks_after("# Streaming statistics")
+    assert len(blocks) == 4
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(DOC), "exec"), namespace)  # the blocks assert their results
     assert 0.66 < float(namespace["probability"]) < 0.72
+    assert set(namespace["run"].stats) == {"summary", "p"}
 
 
 @pytest.mark.parametrize("path", sorted(STATS.glob("*.py")), ids=lambda p: p.name)
