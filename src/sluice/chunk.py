@@ -75,6 +75,9 @@ class ChunkCounters(NamedTuple):
     sum_acceptance: jax.Array  # () float32: sum of acceptance rates (sampling only)
 
 
+_ZERO = ChunkCounters(np.int32(0), np.int32(0), np.float32(0.0))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ChunkProgram:
     """The compiled per-run functions: ``init`` (start chains) and ``advance`` (one chunk).
@@ -141,30 +144,23 @@ class ChunkProgram:
             out["log_likelihood"] = self.flat_model.log_likelihood_fn(consts, position)
         return out
 
-    def _advance_one(
+    def _chain_steps(
         self,
         consts: Any,
-        carry: ChainCarry,
         chain_id: jax.Array,
-        start: jax.Array,
-        stop: jax.Array,
         num_warmup: jax.Array,
         schedule: Schedule,
         keys: RunKeys,
-    ):
+    ) -> tuple[Callable, Callable]:
+        """One chain's ``warmup_step(i, carry) -> (carry, counters)`` and
+        ``draw_step(i, carry) -> (carry, counters, record, draw)``.
+
+        ``draw_step`` returns the draw; :meth:`_loop` updates the statistics with it.
+        """
         logdensity = self._logdensity(consts)
         adapt = self.kernel.adaptation()
         warmup_key = jax.random.fold_in(keys.warmup, chain_id)
         draws_key = jax.random.fold_in(keys.draws, chain_id)
-        zero = ChunkCounters(jnp.int32(0), jnp.int32(0), jnp.float32(0.0))
-        record_shape = None
-        if self.record:
-            example_stats = jax.eval_shape(
-                lambda: self.kernel.step(warmup_key, carry.kernel, logdensity, carry.params)[1]
-            )
-            record_shape = jax.eval_shape(
-                lambda: self._record(consts, carry.kernel.position, example_stats)
-            )
 
         def warmup_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters]:
             key, aux_key = jax.random.split(jax.random.fold_in(warmup_key, i))
@@ -188,28 +184,44 @@ class ChunkProgram:
             params = jax.tree.map(
                 lambda new, old: jnp.where(i == num_warmup - 1, new, old), final, carry.params
             )
-            counters = zero._replace(num_gradients=stats["n_steps"] + extra)
+            counters = _ZERO._replace(num_gradients=stats["n_steps"] + extra)
             return ChainCarry(kstate, astate, params, carry.stats), counters
 
-        def draw_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters, Any]:
+        def draw_step(i: jax.Array, carry: ChainCarry):
             key = jax.random.fold_in(draws_key, i - num_warmup)
             kstate, stats = self.kernel.step(key, carry.kernel, logdensity, carry.params)
             draw = self.flat_model.draws_fn(consts, kstate.position)
-            sstate = self.statistic.update(carry.stats, draw)
             counters = ChunkCounters(
                 stats["n_steps"],
                 stats["diverging"].astype(jnp.int32),
                 stats["acceptance_rate"].astype(jnp.float32),
             )
-            out = self._record(consts, kstate.position, stats) if self.record else None
-            return carry._replace(kernel=kstate, stats=sstate), counters, out
+            record = self._record(consts, kstate.position, stats) if self.record else None
+            return carry._replace(kernel=kstate), counters, record, draw
 
-        # A chunk lies within one phase (the host never lets one straddle the end of
-        # warmup), so the phase is chosen once per chunk and each phase loops only
-        # over its valid iterations [start, end): no per-iteration branch passes the
-        # (possibly large) statistics state around, and a short chunk does no work
-        # for its missing iterations.
+        return warmup_step, draw_step
+
+    def _loop(
+        self,
+        carry: ChainCarry,
+        start: jax.Array,
+        stop: jax.Array,
+        num_warmup: jax.Array,
+        warmup_step: Callable,
+        draw_step: Callable,
+    ):
+        """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase.
+
+        A chunk lies within one phase (the host never lets one straddle the end of
+        warmup), so the phase is chosen once per chunk and each phase loops only
+        over its valid iterations: no per-iteration branch passes the (possibly
+        large) statistics state around, and a short chunk does no work for its
+        missing iterations. Records go to row ``i - start`` of preallocated
+        ``(chunk_size, ...)`` buffers.
+        """
         end = jnp.minimum(start + self.chunk_size, stop)
+        counters_shape, record_shape = jax.eval_shape(lambda: draw_step(start, carry)[1:3])
+        zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), counters_shape)
 
         def warmup_body(i, acc):
             carry, totals, out = acc
@@ -218,7 +230,8 @@ class ChunkProgram:
 
         def draw_body(i, acc):
             carry, totals, out = acc
-            carry, counters, record = draw_step(i, carry)
+            carry, counters, record, draw = draw_step(i, carry)
+            carry = carry._replace(stats=self.statistic.update(carry.stats, draw))
             if out is not None:
                 out = jax.tree.map(
                     lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, i - start, 0),
@@ -230,7 +243,8 @@ class ChunkProgram:
         buffers = None
         if record_shape is not None:
             buffers = jax.tree.map(
-                lambda s: jnp.zeros((self.chunk_size, *s.shape), s.dtype), record_shape
+                lambda s: jnp.zeros((self.chunk_size, *s.shape), s.dtype),
+                record_shape,
             )
         return jax.lax.cond(
             start < num_warmup,
@@ -239,19 +253,14 @@ class ChunkProgram:
             (carry, zero, buffers),
         )
 
+    def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
+        """One chunk of one chain (batched over chains by ``lax.map`` or ``vmap``)."""
+        warmup_step, draw_step = self._chain_steps(consts, chain_id, num_warmup, schedule, keys)
+        return self._loop(carry, start, stop, num_warmup, warmup_step, draw_step)
+
     # -- batching over chains and devices -----------------------------------
-    def _batch(self, fn: Callable, num_unbatched_tail: int) -> Callable:
-        """Batch ``fn(consts, *per_chain, *shared)`` over the chain axis."""
-
-        def batched(consts, *args):
-            per_chain, shared = (
-                args[: len(args) - num_unbatched_tail],
-                args[len(args) - num_unbatched_tail :],
-            )
-            if self.chain_method == "vectorized":
-                return jax.vmap(lambda *pc: fn(consts, *pc, *shared))(*per_chain)
-            return jax.lax.map(lambda pc: fn(consts, *pc, *shared), per_chain)
-
+    def _sharded(self, batched: Callable, num_unbatched_tail: int) -> Callable:
+        """Wrap ``batched(consts, *per_chain, *shared)`` in ``shard_map`` over the devices."""
         if self.mesh is None or self.mesh.size == 1:
             return batched
         chains = PartitionSpec("chains")
@@ -265,6 +274,20 @@ class ChunkProgram:
 
         return sharded
 
+    def _batch(self, fn: Callable, num_unbatched_tail: int) -> Callable:
+        """Batch the one-chain ``fn(consts, *per_chain, *shared)`` over the chain axis."""
+
+        def batched(consts, *args):
+            per_chain, shared = (
+                args[: len(args) - num_unbatched_tail],
+                args[len(args) - num_unbatched_tail :],
+            )
+            if self.chain_method == "vectorized":
+                return jax.vmap(lambda *pc: fn(consts, *pc, *shared))(*per_chain)
+            return jax.lax.map(lambda pc: fn(consts, *pc, *shared), per_chain)
+
+        return self._sharded(batched, num_unbatched_tail)
+
     def _build_init(self) -> Callable:
         def init_one(consts, position, chain_id, keys, example):
             return self._init_one(consts, position, chain_id, keys, example)
@@ -272,14 +295,9 @@ class ChunkProgram:
         return jax.jit(self._batch(init_one, num_unbatched_tail=2))
 
     def _build_advance(self) -> Callable:
-        def advance_one(consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
-            return self._advance_one(
-                consts, carry, chain_id, start, stop, num_warmup, schedule, keys
-            )
-
         # No donation: after dispatching chunk k+1 the host still reads chunk k's
         # carry for the checkpoint.
-        return jax.jit(self._batch(advance_one, num_unbatched_tail=5))
+        return jax.jit(self._batch(self._advance_one, num_unbatched_tail=5))
 
 
 def _dtype(x: Any) -> Any:

@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sluice.stats._batching import uniform_cond
 from sluice.stats._layout import flatten, num_elements, own_copy, unflatten, working_dtype
 from sluice.stats._numerics import (
     Compensated,
@@ -553,12 +554,15 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
         # Everything rare (flushes, fixing the grid and the proxy references, finished
         # blocks) goes through ONE cond per draw: each cond costs ~0.5 us on CPU. It comes
         # last: a cond that reads a buffer updated after it in the same step copies it.
+        # The predicate depends on the draw index only, the same on every chain:
+        # uniform_cond keeps it a branch when the engine vmaps chains.
         events = _events(index, seg, pos, in_split, settings)
-        return jax.lax.cond(
+        return uniform_cond(
             jnp.any(jnp.stack(list(events.values()))),
-            lambda st: _slow_path(st, y_all, y, index, seg, pos, in_split, events, settings),
-            lambda st: st,
-            state,
+            lambda ops, sh: _slow_path(*ops, *sh, settings),
+            lambda ops, sh: ops[0],
+            (state, y_all, y),
+            (index, seg, pos, in_split, events),
         )
 
     @jax.jit  # compiled once per settings when called eagerly; inlined under an outer jit
