@@ -25,8 +25,8 @@ output              definition (ArviZ 0.23)                               accura
 ``ess_mean``        ``az.ess(method="mean")``                             exact if Geyer stops within ``max_lag``
 ``mcse_mean``       ``az.mcse(method="mean")``                            as ``ess_mean``
 ``r_hat``           ``az.rhat()`` (rank-normalised, folded)               ~1e-3 (grid + first order)
-``ess_bulk``        ``az.ess(method="bulk")``                             few %
-``ess_tail``        ``az.ess(method="tail")``                             few % (see notes)
+``ess_bulk``        ``az.ess(method="bulk")``                             few % (<10% on NUTS, N >= 1000)
+``ess_tail``        ``az.ess(method="tail")``                             10-35% on NUTS (see notes)
 ``mcse_sd``         ``az.mcse(method="sd")``                              few %
 ``quantiles``       ``np.quantile`` (linear)                              far below MCSE
 ``hdi``             ``az.hdi`` (narrowest interval)                       within MCSE
@@ -1032,9 +1032,9 @@ def diagnostics(
         Exact lags of the draws: ``ess_mean`` equals ArviZ's whenever Geyer's
         sequence stops within them (typical for NUTS, whose autocorrelation
         time is a few draws); ``ess_mean_resolution`` is 1 then. On antithetic
-        chains (ESS above the draws, common with NUTS) the sequence stops by
-        chance, after 2 more lags with probability about 1/2: 16 lags leave
-        fewer than 1% of the elements to the block levels, 8 about 6%.
+        chains (ESS above the draws, common with NUTS) the sequence stops where
+        noise first turns a pair of lags negative, often past lag 8 (see
+        docs/statistics.md).
     proxy_lags
         The bulk and tail proxies with exact lags up to ``max_lag`` too: 1 (the
         bulk, default), 3 (the bulk and both tails) or 0 (block levels only).
