@@ -145,3 +145,34 @@ def test_quantiles_within_half_mcse(rho):
         for j, p in enumerate(probs):
             mcse = _arviz(az.mcse, xd, method="quantile", prob=p)
             assert abs(q[d, j] - np.quantile(xd, p)) <= 0.5 * mcse, (d, p)
+
+
+@functools.cache
+def _antithetic(proxy_lags: int | None):
+    """4 x 1,000 draws of AR(1) with rho = -0.3 (ESS about 1.9 x the draws, like NUTS output),
+    4 elements, through the default diagnostics (block levels 8, 32, ...)."""
+    draws = 1000
+    x = ar1(seed=11, chains=CHAINS, draws=draws, rho=-0.3, dim=4).astype(np.float32)
+    s = stats.diagnostics(draws, probs=(), hdi_prob=None, proxy_lags=proxy_lags)
+    states = sequential_runner(s.init, s.update)(
+        {"x": jnp.asarray(x[0, -1])}, {"x": jnp.asarray(x)}
+    )
+    merged = s.merge(
+        s.merge(take_chain(states, 0), take_chain(states, 1)),
+        s.merge(take_chain(states, 2), take_chain(states, 3)),
+    )
+    out = jax.device_get(s.finalize(merged))
+    return x.astype(np.float64), {k: np.asarray(v["x"]) for k, v in out.items()
+                                  if isinstance(v, dict)}  # fmt: skip
+
+
+def test_ess_bulk_antithetic_uses_exact_lags():
+    """Antithetic chains with the default settings: the bulk proxy's exact lags (resolution
+    1) give ArviZ's ESS within 10%. Block means alone (``proxy_lags=0``, the former
+    default) missed it by up to 18% on these chains: Geyer's sequence on means of 8
+    draws is noisy when the lag-1 autocorrelation is negative."""
+    x, out = _antithetic(None)
+    for d in range(x.shape[-1]):
+        assert out["ess_bulk_resolution"][d] == 1
+        reference = _arviz(az.ess, x[..., d], method="bulk")
+        assert abs(out["ess_bulk"][d] / reference - 1) <= 0.10, d

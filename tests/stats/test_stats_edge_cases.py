@@ -174,6 +174,7 @@ def test_float64_draws_under_x64():
         (lambda v: stats.ess(100, max_lag=v), "max_lag", -1),
         (lambda v: stats.ess(100, block_sizes=v), "block_sizes", (4, 6)),
         (lambda v: stats.ess(100, block_lags=v), "block_lags", 0),
+        (lambda v: stats.diagnostics(100, proxy_lags=v), "proxy_lags", 2),
         (lambda v: stats.ess(100, method=v), "method", "median"),
         (lambda v: stats.rhat(100, method=v), "method", "identity"),
         (lambda v: stats.quantiles(v), "probs", (0.5, 1.5)),

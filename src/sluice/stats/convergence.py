@@ -25,8 +25,8 @@ output              definition (ArviZ 0.23)                               accura
 ``ess_mean``        ``az.ess(method="mean")``                             exact if Geyer stops within ``max_lag``
 ``mcse_mean``       ``az.mcse(method="mean")``                            as ``ess_mean``
 ``r_hat``           ``az.rhat()`` (rank-normalised, folded)               ~1e-3 (grid + first order)
-``ess_bulk``        ``az.ess(method="bulk")``                             few %
-``ess_tail``        ``az.ess(method="tail")``                             few % (see notes)
+``ess_bulk``        ``az.ess(method="bulk")``                             few % (<10% on NUTS, N >= 1000)
+``ess_tail``        ``az.ess(method="tail")``                             10-35% on NUTS (see notes)
 ``mcse_sd``         ``az.mcse(method="sd")``                              few %
 ``quantiles``       ``np.quantile`` (linear)                              far below MCSE
 ``hdi``             ``az.hdi`` (narrowest interval)                       within MCSE
@@ -73,6 +73,8 @@ from sluice.stats.autocorrelation import (
     bulk_proxy,
     direct,
     ess_from_lags,
+    exact_mean_acov,
+    exact_proxy_acov,
     lag_close,
     lag_combine,
     lag_due,
@@ -632,7 +634,8 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
     hmu, hsd = h(mu), h(sd)
     targets: dict[str, EssTarget] = {}
     if lag is not None:
-        targets["mean"] = EssTarget(direct(Y), Y, h(w_y), h(b_y), True)
+        exact = exact_mean_acov(lag, h(w_y), n, m) if ls.max_lag > 0 else None
+        targets["mean"] = EssTarget(direct(Y), Y, h(w_y), h(b_y), exact)
         if ls.block_sizes:
             # (x - mu)^2: variance terms from the split chains' moments about the pooled mean
             s2 = compensated_value(mo.total_sumsq)
@@ -651,7 +654,7 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
             )
             b_c2 = jnp.maximum(t2 - t1 * t1 / m, 0.0) / (m - 1.0)
             w_c2 = (m4 * (s_split / total) - n * t2) / (m * (n - 1.0))
-            targets["sd"] = EssTarget(squared_deviation(hmu), Y, w_c2, b_c2, False)
+            targets["sd"] = EssTarget(squared_deviation(hmu), Y, w_c2, b_c2, None)
     if hist is not None:
         hpilot = h(pilot)
         lo, hi = value_edges(hist.floor, hist.top, hpilot, h(mo.xmin), h(mo.xmax), hs.spec)
@@ -674,13 +677,22 @@ def _finalize_flat(state: DiagnosticsState, settings: DiagnosticsSettings) -> di
                 heavy_out[key] = jnp.where(chains >= 2, clean(r), jnp.nan)
             heavy_out["r_hat"] = jnp.maximum(heavy_out["r_hat_bulk"], heavy_out["r_hat_folded"])
             if lag is not None and ls.proxies and ls.block_sizes:
+
+                def exact(feature, w):  # proxies with exact lags (the bulk, then the tails)
+                    if feature - BULK >= ls.proxy_lags:
+                        return None
+                    return exact_proxy_acov(lag, feature, w, n)
+
                 w_z, b_z = rank["w_bulk"], rank["b_bulk"]
-                targets["bulk"] = EssTarget(proxy(lag, BULK, w_z, n), BULK, w_z, b_z, False)
+                target = proxy(lag, BULK, w_z, n)
+                targets["bulk"] = EssTarget(target, BULK, w_z, b_z, exact(BULK, w_z))
                 for feature, p in ((TAIL_LO, 0.05), (TAIL_HI, 0.95)):
                     q_pm = (q_fixed[round(p - 0.025, 3)], q_fixed[round(p + 0.025, 3)])
                     w_i, b_i = _tail_variance(counts, hist, n, m, p, q_pm, hs, dtype)
                     target = tail_proxy(feature, w_i, n, ls.num_pooled)
-                    targets[f"tail{feature}"] = EssTarget(target, feature, w_i, b_i, False)
+                    targets[f"tail{feature}"] = EssTarget(
+                        target, feature, w_i, b_i, exact(feature, w_i)
+                    )
     if targets:
         results = dict(
             zip(targets, ess_from_lags(lag, list(targets.values()), n, m, ls), strict=True)
@@ -853,13 +865,14 @@ def histogram_settings(
 
 def lag_settings(
     num_draws: int,
-    max_lag: int = 8,
+    max_lag: int = 16,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int | tuple[int, ...] | None = None,
     proxies: bool = True,
     reference_draw: int | None = None,
     min_blocks: int = 32,
     pilot_draws: int = 16,
+    proxy_lags: int | None = None,
 ) -> LagSettings:
     """Validated :class:`~sluice.stats.autocorrelation.LagSettings`."""
     if isinstance(max_lag, bool) or not isinstance(max_lag, int) or max_lag < 0:
@@ -905,7 +918,15 @@ def lag_settings(
         or reference_draw < 0
     ):
         raise ValueError(f"reference_draw must be a non-negative integer, got {reference_draw!r}")
-    return LagSettings(max_lag, sizes, lags, proxies, reference_draw, num_draws // 2, min_blocks)
+    if proxy_lags is None:  # the bulk: the tails' lags cost as much again for little gain
+        proxy_lags = 1
+    if proxy_lags not in (0, 1, 3):
+        raise ValueError(f"proxy_lags must be 0, 1 or 3, got {proxy_lags!r}")
+    if not proxies or max_lag == 0:
+        proxy_lags = 0
+    return LagSettings(
+        max_lag, sizes, lags, proxies, reference_draw, num_draws // 2, min_blocks, proxy_lags
+    )
 
 
 def _build(
@@ -916,10 +937,11 @@ def _build(
     proxies: bool,
     probs: tuple[float, ...] = (),
     hdi_prob: float | None = None,
-    max_lag: int = 8,
+    max_lag: int = 16,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int | tuple[int, ...] | None = None,
     reference_draw: int | None = None,
+    proxy_lags: int | None = None,
     mantissa_bits: int = 5,
     binades: int = 8,
     pilot_draws: int = 16,
@@ -937,7 +959,7 @@ def _build(
     if lags:
         ls = lag_settings(
             num_draws, max_lag, block_sizes, block_lags, proxies=proxies,
-            reference_draw=reference_draw, pilot_draws=pilot_draws,
+            reference_draw=reference_draw, pilot_draws=pilot_draws, proxy_lags=proxy_lags,
         )  # fmt: skip
     return DiagnosticsSettings(
         num_draws, hs, ls, probs, hdi_prob, _check_max_elements(max_elements)
@@ -986,10 +1008,11 @@ def diagnostics(
     probs: tuple[float, ...] = (0.03, 0.5, 0.97),
     hdi_prob: float | None = 0.94,
     histogram: bool = True,
-    max_lag: int = 8,
+    max_lag: int = 16,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int | tuple[int, ...] | None = None,
     reference_draw: int | None = None,
+    proxy_lags: int | None = None,
     max_elements: int | None = 4096,
     mantissa_bits: int = 5,
     binades: int = 8,
@@ -1012,7 +1035,14 @@ def diagnostics(
     max_lag
         Exact lags of the draws: ``ess_mean`` equals ArviZ's whenever Geyer's
         sequence stops within them (typical for NUTS, whose autocorrelation
-        time is a few draws); ``ess_mean_resolution`` is 1 then.
+        time is a few draws); ``ess_mean_resolution`` is 1 then. On antithetic
+        chains (ESS above the draws, common with NUTS) the sequence stops where
+        noise first turns a pair of lags negative, often past lag 8 (see
+        docs/statistics.md).
+    proxy_lags
+        The bulk and tail proxies with exact lags up to ``max_lag`` too: 1 (the
+        bulk, default), 3 (the bulk and both tails) or 0 (block levels only).
+        Each costs about as much per draw as the exact lags of the draws.
     block_sizes, block_lags
         Block levels (:mod:`sluice.stats.autocorrelation`) and their lags (one
         number, or one per level): they cover lags up to the last level's
@@ -1063,7 +1093,8 @@ def diagnostics(
         num_draws, histogram=histogram, lags=True, proxies=histogram,
         probs=probs if histogram else (), hdi_prob=hdi_prob if histogram else None,
         max_lag=max_lag, block_sizes=block_sizes, block_lags=block_lags,
-        reference_draw=reference_draw, mantissa_bits=mantissa_bits, binades=binades,
+        reference_draw=reference_draw, proxy_lags=proxy_lags, mantissa_bits=mantissa_bits,
+        binades=binades,
         pilot_draws=pilot_draws, num_levels=num_levels, max_elements=max_elements,
     )  # fmt: skip
     return _statistic(settings, _all(settings))
@@ -1146,7 +1177,7 @@ def ess(
     num_draws: int,
     *,
     method: str = "bulk",
-    max_lag: int = 8,
+    max_lag: int = 16,
     block_sizes: tuple[int, ...] = (8, 32, 128, 512),
     block_lags: int | tuple[int, ...] | None = None,
     **options: Any,
