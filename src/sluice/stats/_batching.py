@@ -6,10 +6,10 @@ index. Under ``vmap`` JAX cannot know that every chain agrees, and turns a
 ``cond`` with a batched predicate into a ``select`` that runs both branches
 (and every nested ``cond`` inside them) at every draw: on CPU that cost six
 times a NUTS draw of a 1000-dim logistic regression. :func:`uniform_cond`
-batches instead by checking, at run time, whether the chains agree: if they
-do, it branches once for all of them and keeps the schedule values unbatched
-inside, so that nested ``cond``\\ s stay branches too; if not, it falls back to
-the ``select``, which is exact for any inputs.
+branches once for the whole batch, keeping the schedule values unbatched
+inside so that nested ``cond``\\ s stay branches too, and checks at run time
+that the chains agree (they always do in the engine); a batch whose chains
+disagree is marked invalid rather than compiled a second time.
 """
 
 from __future__ import annotations
@@ -25,14 +25,27 @@ __all__ = ["uniform_cond"]
 
 
 def uniform_cond(
-    pred: jax.Array, true_fn: Callable, false_fn: Callable, operand: Any, shared: Any
+    pred: jax.Array,
+    true_fn: Callable,
+    false_fn: Callable,
+    operand: Any,
+    shared: Any,
+    on_disagree: Callable,
 ) -> Any:
     """``true_fn(operand, shared)`` if ``pred`` else ``false_fn(operand, shared)``.
 
     ``shared`` holds the values that decide the branching (the draw index and
-    what derives from it), usually equal on every chain of a batch. The
-    functions must read traced values only through ``operand`` and ``shared``
-    and return the same structure. Outside ``vmap`` this is ``lax.cond``.
+    what derives from it), equal on every chain of a batch when the chains
+    have seen the same number of draws, as in the engine. The functions must
+    read traced values only through ``operand`` and ``shared`` and return the
+    same structure. Outside ``vmap`` this is ``lax.cond``.
+
+    Under ``vmap`` the branch is taken once for the batch, with chain 0's
+    ``pred`` and ``shared`` (unbatched inside, so nested conds stay branches).
+    If the chains disagree, that result is wrong for some of them, and
+    ``on_disagree`` (applied to every chain's result) must mark it invalid:
+    one copy of each branch in the program, where an exact fallback would
+    compile both branches a second time.
     """
 
     @custom_vmap
@@ -60,23 +73,13 @@ def uniform_cond(
         agree = jnp.all(pred == pred[0])
         for leaf in jax.tree.leaves(shared):
             agree = agree & jnp.all(leaf == leaf[0])
-
-        def together(ops):  # one branch for all chains; shared values stay unbatched
-            return jax.lax.cond(
-                pred[0],
-                lambda o: jax.vmap(lambda x: true_fn(x, first))(o),
-                lambda o: jax.vmap(lambda x: false_fn(x, first))(o),
-                ops,
-            )
-
-        def apart(ops):  # chains disagree: each takes its own branch (a select)
-            return jax.vmap(
-                lambda p, o, s: jax.lax.cond(
-                    p, lambda x: true_fn(x, s), lambda x: false_fn(x, s), o
-                )
-            )(pred, ops, shared)
-
-        out = jax.lax.cond(agree, together, apart, operand)
+        out = jax.lax.cond(
+            pred[0],
+            lambda o: jax.vmap(lambda x: true_fn(x, first))(o),
+            lambda o: jax.vmap(lambda x: false_fn(x, first))(o),
+            operand,
+        )
+        out = jax.lax.cond(agree, lambda o: o, jax.vmap(on_disagree), out)
         return out, jax.tree.map(lambda _: True, out)
 
     return branch(pred, operand, shared)

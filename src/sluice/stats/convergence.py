@@ -565,6 +565,8 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
             lambda ops, sh: ops[0],
             (state, y_all, y),
             (index, seg, pos, in_split, events),
+            # chains vmapped at different draw counts: no valid result (NaN)
+            lambda st: st._replace(consistent=jnp.zeros((), bool)),
         )
 
     @jax.jit  # compiled once per settings when called eagerly; inlined under an outer jit
