@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sluice._tree import path_name
+
 PyTree = Any
 
 __all__ = [
@@ -78,20 +80,7 @@ def unflatten(example: PyTree, values: jax.Array) -> PyTree:
 
 def _leaf_names(tree: PyTree) -> list[str]:
     paths = jax.tree_util.tree_flatten_with_path(tree)[0]
-    names = []
-    for path, _ in paths:
-        parts = []
-        for key in path:
-            if isinstance(key, jax.tree_util.DictKey):
-                parts.append(str(key.key))
-            elif isinstance(key, jax.tree_util.SequenceKey):
-                parts.append(str(key.idx))
-            elif isinstance(key, jax.tree_util.GetAttrKey):
-                parts.append(str(key.name))
-            else:
-                parts.append(str(getattr(key, "key", key)))
-        names.append(".".join(parts) if parts else "x")
-    return names
+    return [path_name(path) or "x" for path, _ in paths]
 
 
 def element_labels(tree: PyTree) -> list[str]:
