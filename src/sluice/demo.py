@@ -53,7 +53,8 @@ def main(
     with_pandas_width(lambda: print(summary))
     info = run.info
     print(
-        f"\nwarmup {info.warmup_seconds:.2f}s, sampling {info.sampling_seconds:.2f}s "
+        f"\ncompile {info.compile_seconds:.1f}s, warmup {info.warmup_seconds:.2f}s, "
+        f"sampling {info.sampling_seconds:.2f}s "
         f"({info.num_chunks} chunks of {info.chunk_size} draws), {info.num_divergent} divergent, "
         f"{info.num_gradients / max(info.sampling_seconds, 1e-9):,.0f} gradients/s while sampling"
     )
