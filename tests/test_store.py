@@ -152,7 +152,7 @@ def test_foreign_and_damaged_stores(tmp_path):
 
     path = tmp_path / "run.zarr"
     sluice.sample(child.model(), sink=ZarrSink(path), progress=False, **child.SETTINGS)
-    committed = sorted(path.glob("sluice-checkpoint-p0-*.npz"))
+    committed = sorted(path.glob("sluice-checkpoint-p0-*.ckpt"))
     assert committed, "the run left checkpoint files"
     for checkpoint in committed:
         checkpoint.write_bytes(b"garbage")

@@ -8,7 +8,7 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
       sample_stats/<name>        (chain, draw)
       log_likelihood/<name>      (chain, draw, ...)
       observed_data/<name>
-      sluice-checkpoint-p<P>-<parity>.npz   process P's chains' state after a chunk
+      sluice-checkpoint-p<P>-<parity>.ckpt  process P's chains' state after a chunk
       sluice-commit.json                     which parity is complete, and where
 
 After every chunk each process writes its chains' draws (Zarr chunks along
@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import shutil
 import uuid
 import warnings
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from sluice.sinks import Layout
 __all__ = ["COMMIT", "Checkpoint", "StoreError", "StoreWriteError", "ZarrSink", "open_store"]
 
 FORMAT = "sluice-store"
-VERSION = 1
+VERSION = 2  # 2: checkpoints in a raw format (.ckpt) instead of .npz
 COMMIT = "sluice-commit.json"
 
 
@@ -67,8 +68,8 @@ class Checkpoint:
     totals: dict[str, Any]  # running totals (gradients, divergences, seconds)
     sequence: int  # how many checkpoints the run wrote before this one
 
-    def to_bytes(self) -> bytes:
-        meta = {
+    def _meta(self) -> dict[str, Any]:
+        return {
             "format": FORMAT,
             "version": VERSION,
             "config": self.config,
@@ -76,20 +77,35 @@ class Checkpoint:
             "stats_ready": self.stats_ready,
             "totals": self.totals,
             "sequence": self.sequence,
-            "num_leaves": len(self.carry),
+            "leaves": [[np.dtype(x.dtype).str, list(x.shape)] for x in self.carry],
         }
-        buffer = io.BytesIO()
-        arrays = {f"leaf_{i:05d}": leaf for i, leaf in enumerate(self.carry)}
-        np.savez(buffer, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
-        return buffer.getvalue()
+
+    def write_to(self, file: Any) -> None:
+        """Write the checkpoint to an open binary file, without copying the leaves.
+
+        Layout: ``MAGIC``, the length of a JSON header (8 bytes, little
+        endian), the header, each leaf's raw C-order bytes, then the CRC-32 of
+        everything after ``MAGIC`` (4 bytes) and ``END``. A checkpoint is a few
+        times larger than a chunk of draws (the statistics' state), so it is
+        written straight from the arrays: no archive, no in-memory copy.
+        """
+        header = json.dumps(self._meta()).encode()
+        crc = 0
+        file.write(_MAGIC)
+        for part in (len(header).to_bytes(8, "little"), header):
+            file.write(part)
+            crc = zlib.crc32(part, crc)
+        for leaf in self.carry:
+            view = memoryview(np.ascontiguousarray(leaf)).cast("B")
+            file.write(view)
+            crc = zlib.crc32(view, crc)
+        file.write(crc.to_bytes(4, "little") + _END)
 
     @classmethod
     def from_file(cls, path: Path) -> Checkpoint:
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                meta = json.loads(npz["meta"].tobytes().decode())
-                carry = [npz[f"leaf_{i:05d}"] for i in range(meta["num_leaves"])]
-        except Exception as error:  # zipfile, JSON or key errors: all mean "damaged"
+            meta, carry = _read_checkpoint(path)
+        except Exception as error:  # OS, JSON, length or checksum errors: all mean "damaged"
             raise StoreError(
                 f"the checkpoint {path} is damaged and cannot be read: {error}"
             ) from error
@@ -105,10 +121,45 @@ class Checkpoint:
         )
 
 
-def _atomic_write(target: Path, payload: bytes) -> None:
+_MAGIC = b"SLUICECK"
+_END = b"SLUICEND"
+
+
+def _read_checkpoint(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
+    data = memoryview(Path(path).read_bytes())
+    if len(data) < len(_MAGIC) + 8 + 4 + len(_END) or data[: len(_MAGIC)] != _MAGIC:
+        raise ValueError("not a sluice checkpoint file (bad magic or too short)")
+    if data[-len(_END) :] != _END:
+        raise ValueError("truncated (no end marker)")
+    body = data[len(_MAGIC) : -len(_END) - 4]
+    expected = int.from_bytes(data[-len(_END) - 4 : -len(_END)], "little")
+    if zlib.crc32(body) != expected:
+        raise ValueError("checksum mismatch")
+    size = int.from_bytes(body[:8], "little")
+    meta = json.loads(bytes(body[8 : 8 + size]).decode())
+    offset = 8 + size
+    carry = []
+    for dtype, shape in meta["leaves"]:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if offset + nbytes > len(body):
+            raise ValueError("shorter than its header says")
+        carry.append(np.frombuffer(body[offset : offset + nbytes], dtype).reshape(shape).copy())
+        offset += nbytes
+    if offset != len(body):
+        raise ValueError("longer than its header says")
+    return meta, carry
+
+
+def _atomic_write(target: Path, payload: bytes | Callable[[Any], None]) -> None:
+    """Write ``payload`` (bytes, or a function that writes to a file) to ``target``
+    atomically: a temporary file, flushed and synced, then renamed over it."""
     tmp = target.with_name(target.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(payload)
+        if callable(payload):
+            payload(f)
+        else:
+            f.write(payload)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
@@ -134,7 +185,7 @@ def _is_sluice_store(path: Path) -> bool:
 
 
 def _checkpoint_name(process: int, parity: int) -> str:
-    return f"sluice-checkpoint-p{process}-{parity}.npz"
+    return f"sluice-checkpoint-p{process}-{parity}.ckpt"
 
 
 class ZarrSink:
@@ -307,7 +358,7 @@ class ZarrSink:
     def save_checkpoint(self, checkpoint: Checkpoint, process: int = 0, parity: int = 0) -> None:
         """Write this process's checkpoint file of the given parity (atomically)."""
         try:
-            _atomic_write(self.path / _checkpoint_name(process, parity), checkpoint.to_bytes())
+            _atomic_write(self.path / _checkpoint_name(process, parity), checkpoint.write_to)
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
