@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from sluice import _reduce
 from sluice import stats as _stats
 from sluice._checks import check_count, check_int
 from sluice.adaptation import window_schedule
@@ -464,6 +465,22 @@ class _Session:
         self.iteration = 0  # next absolute iteration (warmup + draws) of every chain
         self.stats_ready = False
         self.checkpoints_written = 0
+        self._precompile_statistics()
+
+    def _stats_start(self) -> Callable:
+        program = self.plan.program
+        return _statistics_start(
+            program.flat_model.draws_fn, program.statistic, self.topology.slots_per_process
+        )
+
+    def _precompile_statistics(self) -> None:
+        """Compile the statistics' start, merge and finalize in the background while
+        this thread compiles the chunk program and samples (see :mod:`sluice._reduce`)."""
+        p = self.plan
+        if not p.statistics:
+            return
+        position = np.zeros((p.flat.dim,), p.flat.dtype)
+        _reduce.precompile(p.statistics, self._stats_start(), (p.flat.consts, position))
 
     def _init_args(self, positions: Any) -> tuple:
         p = self.plan
@@ -604,9 +621,7 @@ class _Session:
         """Initialise the statistics from the final warmup draw of chain 0 (same on all chains)."""
         p, t = self.plan, self.topology
         position = t.broadcast_from_main(self.topology.local(self.carry.kernel.position)[0])
-        example = p.flat.draws_fn(p.flat.consts, jnp.asarray(position))
-        statistic = p.program.statistic
-        states = jax.vmap(lambda _: statistic.init(example))(jnp.arange(t.slots_per_process))
+        states = self._stats_start()(p.flat.consts, np.asarray(position))
         self.carry = self.carry._replace(stats=t.put_local(jax.device_get(states)))
         self.stats_ready = True
 
@@ -637,6 +652,18 @@ class _Session:
 
 
 # -- helpers ------------------------------------------------------------------
+@functools.lru_cache(maxsize=16)
+def _statistics_start(draws_fn: Callable, statistic: Statistic, slots: int) -> Callable:
+    """``jit((consts, position) -> every slot's initial statistics state)``: all slots
+    start from the same example draw, the constrained ``position``."""
+
+    def start(consts: Any, position: jax.Array) -> Any:
+        state = statistic.init(draws_fn(consts, position))
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (slots, *x.shape)), state)
+
+    return jax.jit(start)
+
+
 _PROGRAMS: OrderedDict[tuple, ChunkProgram] = OrderedDict()
 
 
