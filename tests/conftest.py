@@ -9,6 +9,10 @@ import warnings
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
+# Most tests never read run.summary(): compiling every run's merge and finalize in
+# the background would add minutes of CPU to the suite. tests/test_reduce.py turns
+# it back on where it is under test.
+os.environ.setdefault("SLUICE_BACKGROUND_COMPILE", "0")
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
 
 
@@ -26,7 +30,9 @@ def _fresh_compile_caches():
     yield
     import jax
 
-    from sluice import engine
+    from sluice import _reduce, engine
 
+    _reduce.wait()
     engine._PROGRAMS.clear()
+    _reduce.clear()
     jax.clear_caches()

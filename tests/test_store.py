@@ -286,3 +286,34 @@ def test_dims_and_coords_reach_memory_and_store(tmp_path):
         for group in ("posterior", "log_likelihood", "observed_data"):
             assert idata[group]["school"].values.tolist() == ["Choate", "Deerfield"], group
         assert idata.observed_data["y"].dims == ("school",)
+
+
+def test_checkpoint_file_round_trip_and_damage(tmp_path):
+    from sluice.store import Checkpoint, _atomic_write
+
+    carry = [
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.array([True, False, True]),
+        np.zeros((3, 0), np.int32),
+        np.asfortranarray(np.arange(6, dtype=np.float64).reshape(3, 2)),
+    ]
+    checkpoint = Checkpoint({"chains": 3}, 40, True, carry, {"num_gradients": 7}, 5)
+    path = tmp_path / "c.ckpt"
+    _atomic_write(path, checkpoint.write_to)
+    back = Checkpoint.from_file(path)
+    assert (back.config, back.next_iteration, back.stats_ready, back.totals, back.sequence) == (
+        {"chains": 3}, 40, True, {"num_gradients": 7}, 5,
+    )  # fmt: skip
+    for a, b in zip(carry, back.carry, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+
+    data = bytearray(path.read_bytes())
+    flipped = tmp_path / "flipped.ckpt"
+    data[len(data) // 2] ^= 0x10
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=r"damaged .*checksum"):
+        Checkpoint.from_file(flipped)
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(StoreError, match=r"damaged .*truncated"):
+        Checkpoint.from_file(truncated)

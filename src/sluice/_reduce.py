@@ -1,79 +1,123 @@
-"""Merging chains' statistic states and finalizing them, compiled once and early.
+"""Starting, merging and finalizing statistics: compiled once, early, off the main thread.
 
 A statistic's ``merge`` and ``finalize`` run once per run, on small states,
 but compiling them costs seconds (the default summary statistics: ~3 s and
-~4.5 s on CPU). Nothing about them depends on the draws' values, only on the
-state's shapes, which are known before the first chunk runs. So the engine
-calls :func:`precompile` when a run starts: a background thread compiles
-them (through the same cached ``jit`` wrappers that :class:`sluice.Run` later
-calls) while the main thread compiles the chunk program, warms up and
-samples. By the time ``run.summary()`` asks, the executables are in JAX's
-cache.
+~4.5 s on CPU). They depend only on the state's shapes, which are known
+before the first chunk runs, so the engine calls :func:`precompile` when a
+run starts: a background thread lowers and compiles them ahead of time (XLA
+releases the GIL while compiling) while the main thread compiles the chunk
+program, warms up and samples. Nothing is executed there, so the background
+work costs no memory for states or temporaries.
 
-A failure in the background thread is swallowed: the same call made later in
-the foreground raises it where the user can see it.
+:func:`call` runs a function through this cache: it waits for a compile in
+progress, or compiles in the foreground if none was started. A failed
+background compile is not cached; the foreground call compiles again and
+raises the error where the user sees it.
+
+``SLUICE_BACKGROUND_COMPILE=0`` in the environment turns the background
+thread off (everything then compiles on first use, in the foreground): it
+costs CPU for runs whose summary is never read, such as a test suite's.
 """
 
 from __future__ import annotations
 
-import functools
+import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
 import jax
 import numpy as np
 
-from sluice.stats import Statistic
+__all__ = ["call", "clear", "compiled", "precompile", "wait"]
 
-__all__ = ["finalize_fn", "merge_fn", "precompile", "wait"]
-
-_THREADS: list[threading.Thread] = []
+_MAX_EXECUTABLES = 64
+_EXECUTABLES: OrderedDict[tuple, Future] = OrderedDict()
 _LOCK = threading.Lock()
+_THREADS: list[threading.Thread] = []
 
 
-@functools.lru_cache(maxsize=128)
-def merge_fn(statistic: Statistic) -> Callable:
-    """``jit(statistic.merge)``, one wrapper per statistic (so its compiles are shared)."""
-    return jax.jit(statistic.merge)
+def _spec(x: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(np.shape(x), np.dtype(x.dtype))
 
 
-@functools.lru_cache(maxsize=128)
-def finalize_fn(statistic: Statistic) -> Callable:
-    """``jit(statistic.finalize)``, one wrapper per statistic."""
-    return jax.jit(statistic.finalize)
+def _key(fn: Callable, args: tuple) -> tuple:
+    leaves, treedef = jax.tree.flatten(args)
+    return (fn, treedef, tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves))
+
+
+def compiled(fn: Callable, args: tuple) -> Callable:
+    """The executable of ``jit(fn)`` for arguments shaped like ``args`` (arrays or
+    ``jax.ShapeDtypeStruct``), compiled once per function and shapes."""
+    key = _key(fn, args)
+    with _LOCK:
+        future = _EXECUTABLES.get(key)
+        owner = future is None
+        if owner:
+            future = Future()
+            _EXECUTABLES[key] = future
+            while len(_EXECUTABLES) > _MAX_EXECUTABLES:
+                _EXECUTABLES.popitem(last=False)
+        else:
+            _EXECUTABLES.move_to_end(key)
+    if owner:
+        try:
+            specs = jax.tree.map(_spec, args)
+            future.set_result(jax.jit(fn).lower(*specs).compile())
+        except BaseException as error:
+            with _LOCK:
+                if _EXECUTABLES.get(key) is future:
+                    del _EXECUTABLES[key]
+            future.set_exception(error)
+            raise
+    try:
+        return future.result()
+    except Exception:
+        if owner:
+            raise
+        return compiled(fn, args)  # a background compile failed: compile here, and raise
+
+
+def call(fn: Callable, *args: Any) -> Any:
+    """``jit(fn)(*args)`` through the ahead-of-time cache."""
+    return compiled(fn, args)(*args)
 
 
 def precompile(
-    statistics: dict[str, Statistic], start: Callable, start_args: tuple
+    statistics: dict[str, Any], start: Callable, start_args: tuple
 ) -> threading.Thread | None:
-    """Compile, in a background thread, what a run's statistics need outside the chunk.
+    """Compile a run's statistics' start, merge and finalize in a background thread.
 
     Parameters
     ----------
     statistics
         ``{name: Statistic}`` of the run.
     start, start_args
-        The run's jitted function that starts the statistics of every chain
-        slot (``{name: state}`` with a leading slot axis), and arguments of
-        the right shapes for it.
+        The function that starts the statistics of every chain slot (returns
+        ``{name: state}`` with a leading slot axis) and its arguments (arrays
+        or ``jax.ShapeDtypeStruct``).
 
     Returns the (non-daemon) thread, or ``None`` when there is nothing to do.
-    The calls run on placeholder values: their results are discarded, their
-    compiled executables stay in the ``jit`` caches.
     """
-    if not statistics:
+    if not statistics or os.environ.get("SLUICE_BACKGROUND_COMPILE", "1") == "0":
         return None
 
     def work() -> None:
         try:
-            states = jax.device_get(start(*start_args))
+            compiled(start, start_args)
+            states = jax.eval_shape(start, *start_args)
         except Exception:  # the foreground call raises it properly
             return
         for name, statistic in statistics.items():
             try:
-                one = jax.tree.map(lambda x: np.asarray(x[0]), states[name])
-                merged = merge_fn(statistic)(one, one)
-                jax.block_until_ready(finalize_fn(statistic)(merged))
+                one = jax.tree.map(
+                    lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name]
+                )
+                compiled(statistic.merge, (one, one))
+                merged = jax.eval_shape(statistic.merge, one, one)
+                compiled(statistic.finalize, (merged,))
             except Exception:  # likewise
                 continue
 
@@ -83,6 +127,12 @@ def precompile(
         _THREADS.append(thread)
     thread.start()
     return thread
+
+
+def clear() -> None:
+    """Forget every cached executable."""
+    with _LOCK:
+        _EXECUTABLES.clear()
 
 
 def wait() -> None:

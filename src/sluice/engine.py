@@ -57,6 +57,9 @@ __all__ = ["Plan", "resume", "sample"]
 DEFAULT_CHUNK_BUDGET_BYTES = 256 * 2**20
 CHAIN_METHODS = ("auto", "vectorized", "sequential")
 DEFAULT_STATISTIC = "summary"
+#: runs whose chunks of draws are at most this large compile their statistics'
+#: merge and finalize beside the chunk program (see _Session._precompile_statistics)
+CONCURRENT_COMPILE_MAX_CHUNK_BYTES = 64 * 2**20
 
 
 @functools.lru_cache(maxsize=32)
@@ -465,7 +468,9 @@ class _Session:
         self.iteration = 0  # next absolute iteration (warmup + draws) of every chain
         self.stats_ready = False
         self.checkpoints_written = 0
-        self._precompile_statistics()
+        self._precompiling = False
+        if _chunk_bytes(plan) <= CONCURRENT_COMPILE_MAX_CHUNK_BYTES:
+            self._precompile_statistics()  # a small run: compiling is most of its time
 
     def _stats_start(self) -> Callable:
         program = self.plan.program
@@ -474,12 +479,20 @@ class _Session:
         )
 
     def _precompile_statistics(self) -> None:
-        """Compile the statistics' start, merge and finalize in the background while
-        this thread compiles the chunk program and samples (see :mod:`sluice._reduce`)."""
+        """Compile the statistics' start, merge and finalize in a background thread
+        (see :mod:`sluice._reduce`).
+
+        A small run (chunks of at most ``CONCURRENT_COMPILE_MAX_CHUNK_BYTES``) is
+        mostly compile time: this starts with the run, beside the chunk program's
+        compile. A large run starts it once the chunk program is compiled, while it
+        samples: two XLA compiles at once raise peak memory by ~0.6 GB (measured on
+        100- to 50,000-dim Gaussians), which a run sized to its memory cannot afford.
+        """
         p = self.plan
-        if not p.statistics:
+        if self._precompiling or not p.statistics:
             return
-        position = np.zeros((p.flat.dim,), p.flat.dtype)
+        self._precompiling = True
+        position = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
         _reduce.precompile(p.statistics, self._stats_start(), (p.flat.consts, position))
 
     def _init_args(self, positions: Any) -> tuple:
@@ -557,7 +570,9 @@ class _Session:
     def _advance(self, carry: Any, start: int, stop: int) -> Any:
         p = self.plan
         args = (p.flat.consts, carry, self.chain_ids, start, stop, p.warmup, self.schedule, p.keys)
-        return p.program.compiled("advance", *args)(*args)
+        executable = p.program.compiled("advance", *args)
+        self._precompile_statistics()
+        return executable(*args)
 
     def _local_real(self, tree: Any) -> Any:
         """This process's real chains of a chain-sharded pytree, as NumPy."""
@@ -621,7 +636,7 @@ class _Session:
         """Initialise the statistics from the final warmup draw of chain 0 (same on all chains)."""
         p, t = self.plan, self.topology
         position = t.broadcast_from_main(self.topology.local(self.carry.kernel.position)[0])
-        states = self._stats_start()(p.flat.consts, np.asarray(position))
+        states = _reduce.call(self._stats_start(), p.flat.consts, np.asarray(position))
         self.carry = self.carry._replace(stats=t.put_local(jax.device_get(states)))
         self.stats_ready = True
 
@@ -654,14 +669,15 @@ class _Session:
 # -- helpers ------------------------------------------------------------------
 @functools.lru_cache(maxsize=16)
 def _statistics_start(draws_fn: Callable, statistic: Statistic, slots: int) -> Callable:
-    """``jit((consts, position) -> every slot's initial statistics state)``: all slots
-    start from the same example draw, the constrained ``position``."""
+    """``(consts, position) -> every slot's initial statistics state`` (run it through
+    :func:`sluice._reduce.call`): all slots start from the same example draw, the
+    constrained ``position``. Cached, so that runs sharing a program share its compile."""
 
     def start(consts: Any, position: jax.Array) -> Any:
         state = statistic.init(draws_fn(consts, position))
         return jax.tree.map(lambda x: jnp.broadcast_to(x, (slots, *x.shape)), state)
 
-    return jax.jit(start)
+    return start
 
 
 _PROGRAMS: OrderedDict[tuple, ChunkProgram] = OrderedDict()
@@ -725,6 +741,16 @@ def _layout_groups(flat, kernel, draw_shapes) -> dict:
     if ll:
         groups["log_likelihood"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in ll.items()}
     return groups
+
+
+def _chunk_bytes(plan: Plan) -> int:
+    """Bytes of one chunk of this process's draws (every group, padded slots included)."""
+    per_draw = sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for names in plan.layout.groups.values()
+        for shape, dtype in names.values()
+    )
+    return per_draw * plan.chunk * plan.topology.slots_per_process
 
 
 def _resolve_chunk_size(chunk_size, num_chunks, draws, warmup, layout, chains_per_device) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from sluice._reduce import finalize_fn, merge_fn
+from sluice import _reduce
 
 __all__ = ["Run", "RunInfo"]
 
@@ -145,9 +145,13 @@ class Run:
     @property
     def stats_per_chain(self) -> list[dict[str, Any]]:
         """Finalized statistics of each chain: ``[{name: value}]``, one dict per chain."""
-        finalizers = {n: finalize_fn(s) for n, s in self._statistics.items()}
         return [
-            jax.device_get({n: f(self._chain_state(n, c)) for n, f in finalizers.items()})
+            jax.device_get(
+                {
+                    n: _reduce.call(s.finalize, self._chain_state(n, c))
+                    for n, s in self._statistics.items()
+                }
+            )
             for c in range(self.info.chains)
         ]
 
@@ -160,14 +164,18 @@ class Run:
         if name not in self._finalized:
             statistic = self._statistics[name]
             state = self.merged_stats_state(name)
-            self._finalized[name] = jax.device_get(finalize_fn(statistic)(state))
+            self._finalized[name] = jax.device_get(_reduce.call(statistic.finalize, state))
         return self._finalized[name]
 
     def merged_stats_state(self, name: str) -> Any:
         """The state of statistic ``name`` with all chains merged (a pairwise tree of merges)."""
         if name not in self._statistics:
             raise KeyError(f"no statistic named {name!r}; this run has {sorted(self._statistics)}")
-        merge = merge_fn(self._statistics[name])
+        statistic = self._statistics[name]
+
+        def merge(a: Any, b: Any) -> Any:
+            return _reduce.call(statistic.merge, a, b)
+
         states = [self._chain_state(name, c) for c in range(self.info.chains)]
         while len(states) > 1:
             merged = [merge(a, b) for a, b in zip(states[::2], states[1::2], strict=False)]

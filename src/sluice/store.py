@@ -96,7 +96,7 @@ class Checkpoint:
             file.write(part)
             crc = zlib.crc32(part, crc)
         for leaf in self.carry:
-            view = memoryview(np.ascontiguousarray(leaf)).cast("B")
+            view = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)  # no copy
             file.write(view)
             crc = zlib.crc32(view, crc)
         file.write(crc.to_bytes(4, "little") + _END)

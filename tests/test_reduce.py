@@ -1,0 +1,87 @@
+"""The ahead-of-time cache for statistics' start / merge / finalize (sluice._reduce)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sluice import _reduce, stats
+
+
+def _count_compiles(monkeypatch) -> list:
+    calls = []
+    real = jax.stages.Lowered.compile
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counting)
+    return calls
+
+
+def test_call_compiles_once_per_function_and_shapes(monkeypatch):
+    calls = _count_compiles(monkeypatch)
+
+    def double(x):
+        return {"y": 2 * x["a"]}
+
+    x = {"a": np.arange(3, dtype=np.float32)}
+    assert np.array_equal(_reduce.call(double, x)["y"], [0, 2, 4])
+    assert np.array_equal(_reduce.call(double, {"a": jnp.ones(3)})["y"], [2, 2, 2])
+    assert len(calls) == 1, "numpy and jax arrays of one shape share the executable"
+    _reduce.call(double, {"a": np.zeros(4, np.float32)})
+    assert len(calls) == 2, "a new shape compiles once more"
+
+
+def test_precompile_leaves_nothing_to_compile(monkeypatch):
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    mean, variance = stats.mean(), stats.variance()
+    statistic = stats.group({"mean": mean, "var": variance})
+    slots = 3
+
+    def start(position):
+        state = statistic.init({"x": position})
+        return jax.tree.map(lambda v: jnp.broadcast_to(v, (slots, *v.shape)), state)
+
+    position = jax.ShapeDtypeStruct((2,), jnp.float32)
+    thread = _reduce.precompile({"mean": mean, "var": variance}, start, (position,))
+    assert thread is not None
+    thread.join()
+    calls = _count_compiles(monkeypatch)
+    states = _reduce.call(start, np.array([1.0, 2.0], np.float32))
+    one = jax.tree.map(lambda v: np.asarray(v[0]), states["mean"])
+    merged = _reduce.call(mean.merge, one, one)
+    _reduce.call(mean.finalize, merged)
+    assert calls == [], "start, merge and finalize were compiled in the background"
+
+
+def test_a_failing_compile_raises_in_the_foreground(monkeypatch):
+    def bad(x):
+        return x["missing"]
+
+    with pytest.raises(KeyError, match="missing"):
+        _reduce.call(bad, {"a": np.zeros(2)})
+    with pytest.raises(KeyError, match="missing"):  # not cached as a failure
+        _reduce.call(bad, {"a": np.zeros(2)})
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    thread = _reduce.precompile({"s": stats.mean()}, bad, ({"a": np.zeros(2)},))
+    thread.join()  # swallowed there
+    with pytest.raises(KeyError, match="missing"):
+        _reduce.call(bad, {"a": np.zeros(2)})
+
+
+def test_a_run_compiles_its_summary_in_the_background(monkeypatch):
+    import sluice
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2), name="bg-normal")
+    run = sluice.sample(model, chains=2, warmup=30, draws=40, progress=False)
+    _reduce.wait()
+    calls = _count_compiles(monkeypatch)
+    table = run.summary()
+    assert calls == [], "merge and finalize were ready when the summary was asked for"
+    assert list(table.index) == ["x[0]", "x[1]"]
+    assert np.all(np.isfinite(table["ess_bulk"]))
