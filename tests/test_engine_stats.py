@@ -58,7 +58,7 @@ USER = {"norm": mean_norm(), "count": stats.count()}
 
 @pytest.fixture(scope="module")
 def stored():
-    return sluice.sample(MODEL, stats=USER, **SETTINGS)
+    return sluice.sample(MODEL, stats=USER, default_stats=True, **SETTINGS)
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +126,17 @@ def test_default_statistics_can_be_switched_off_and_clash_is_named():
     with pytest.raises(ValueError, match="computed no summary statistics"):
         nothing.summary()
     with pytest.raises(ValueError, match="clashes with the default summary"):
-        sluice.sample(MODEL, stats={"summary": stats.count()}, **SETTINGS)
-    with pytest.raises(TypeError, match="default_stats must be True or False, got 'yes'"):
+        sluice.sample(MODEL, stats={"summary": stats.count()}, sink=None, **SETTINGS)
+    with pytest.raises(TypeError, match="default_stats must be True, False or 'auto', got 'yes'"):
         sluice.sample(MODEL, default_stats="yes", **SETTINGS)
     with pytest.raises(ValueError, match="source must be"):
         plain.summary(source="disk")
+
+
+def test_default_statistics_auto_follow_the_sink():
+    """"auto": streamed when the draws are not kept in memory; ArviZ on kept draws."""
+    kept = sluice.sample(MODEL, **SETTINGS)
+    assert kept.stats == {}
+    assert list(kept.summary().index) == ["b[Oslo]", "b[Lima]", "s"]
+    streamed = sluice.sample(MODEL, sink=None, **SETTINGS)
+    assert set(streamed.stats) == {"summary"}

@@ -49,7 +49,7 @@ from sluice.model import FlatModel, Model, as_model, check_initial_points
 from sluice.parallel import Topology
 from sluice.progress import ChunkProgress
 from sluice.run import Run, RunInfo
-from sluice.sinks import Layout, resolve_sink
+from sluice.sinks import Layout, MemorySink, resolve_sink
 from sluice.stats.base import Statistic
 
 __all__ = ["Plan", "resume", "sample"]
@@ -89,7 +89,7 @@ def sample(
     seed: int = 0,
     sink: Any = "memory",
     stats: dict[str, Statistic] | None = None,
-    default_stats: bool = True,
+    default_stats: bool | str = "auto",
     progress: bool = True,
     devices: list[jax.Device] | None = None,
 ) -> Run:
@@ -141,9 +141,13 @@ def sample(
     default_stats
         Also compute ``sluice.stats.summary_statistics(draws)`` as
         ``run.stats["summary"]``: means, sd, intervals, MCSE, ESS and R-hat
-        of every recorded quantity, streamed on the device. ``run.summary()``
-        is built from it, whatever the sink (with ``sink=None`` it is the
-        only summary there is). ``False`` saves its cost.
+        of every recorded quantity, streamed on the device; ``run.summary()``
+        is then built from it, whatever the sink. ``"auto"`` (default): on
+        unless the draws are kept in memory (``sink="memory"``), where
+        ``run.summary()`` runs ArviZ on them instead: exact, and it saves the
+        statistics' compile time (seconds: it dominates a small model's run).
+        With ``sink=None`` the streaming statistics are the only summary
+        there is.
     progress
         Show a progress bar per phase (only on a terminal, only on process 0).
     devices
@@ -164,6 +168,8 @@ def sample(
     (2, 100, 2)
     """
     sink = resolve_sink(sink)
+    if isinstance(default_stats, str) and default_stats == "auto":
+        default_stats = not isinstance(sink, MemorySink)
     plan = Plan.build(
         model,
         init=init,
@@ -338,7 +344,7 @@ class Plan:
         ):
             raise TypeError(f"stats must be a dict of sluice.stats.Statistic, got {stats!r}")
         if not isinstance(default_stats, bool):
-            raise TypeError(f"default_stats must be True or False, got {default_stats!r}")
+            raise TypeError(f"default_stats must be True, False or 'auto', got {default_stats!r}")
         statistics = dict(stats or {})
         if default_stats:
             if DEFAULT_STATISTIC in statistics:
