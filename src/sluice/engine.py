@@ -57,9 +57,6 @@ __all__ = ["Plan", "resume", "sample"]
 DEFAULT_CHUNK_BUDGET_BYTES = 256 * 2**20
 CHAIN_METHODS = ("auto", "vectorized", "sequential")
 DEFAULT_STATISTIC = "summary"
-#: runs whose chunks of draws are at most this large compile their statistics'
-#: merge and finalize beside the chunk program (see _Session._precompile_statistics)
-CONCURRENT_COMPILE_MAX_CHUNK_BYTES = 64 * 2**20
 
 
 @functools.lru_cache(maxsize=32)
@@ -475,8 +472,6 @@ class _Session:
         self.stats_ready = False
         self.checkpoints_written = 0
         self._precompiling = False
-        if _chunk_bytes(plan) <= CONCURRENT_COMPILE_MAX_CHUNK_BYTES:
-            self._precompile_statistics()  # a small run: compiling is most of its time
 
     def _stats_start(self) -> Callable:
         program = self.plan.program
@@ -486,13 +481,12 @@ class _Session:
 
     def _precompile_statistics(self) -> None:
         """Compile the statistics' start, merge and finalize in a background thread
-        (see :mod:`sluice._reduce`).
+        (see :mod:`sluice._reduce`) while this one samples.
 
-        A small run (chunks of at most ``CONCURRENT_COMPILE_MAX_CHUNK_BYTES``) is
-        mostly compile time: this starts with the run, beside the chunk program's
-        compile. A large run starts it once the chunk program is compiled, while it
-        samples: two XLA compiles at once raise peak memory by ~0.6 GB (measured on
-        100- to 50,000-dim Gaussians), which a run sized to its memory cannot afford.
+        Started once the chunk program is compiled, never beside it: two XLA
+        compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
+        50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
+        busy, saved only ~15% of the time on two cores.
         """
         p = self.plan
         if self._precompiling or not p.statistics:
@@ -747,16 +741,6 @@ def _layout_groups(flat, kernel, draw_shapes) -> dict:
     if ll:
         groups["log_likelihood"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in ll.items()}
     return groups
-
-
-def _chunk_bytes(plan: Plan) -> int:
-    """Bytes of one chunk of this process's draws (every group, padded slots included)."""
-    per_draw = sum(
-        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        for names in plan.layout.groups.values()
-        for shape, dtype in names.values()
-    )
-    return per_draw * plan.chunk * plan.topology.slots_per_process
 
 
 def _resolve_chunk_size(chunk_size, num_chunks, draws, warmup, layout, chains_per_device) -> int:
