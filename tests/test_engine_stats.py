@@ -134,7 +134,7 @@ def test_default_statistics_can_be_switched_off_and_clash_is_named():
 
 
 def test_default_statistics_auto_follow_the_sink():
-    """"auto": streamed when the draws are not kept in memory; ArviZ on kept draws."""
+    """ "auto": streamed when the draws are not kept in memory; ArviZ on kept draws."""
     kept = sluice.sample(MODEL, **SETTINGS)
     assert kept.stats == {}
     assert list(kept.summary().index) == ["b[Oslo]", "b[Lima]", "s"]
