@@ -57,9 +57,6 @@ __all__ = ["Plan", "resume", "sample"]
 DEFAULT_CHUNK_BUDGET_BYTES = 256 * 2**20
 CHAIN_METHODS = ("auto", "vectorized", "sequential")
 DEFAULT_STATISTIC = "summary"
-#: runs with larger chunks of draws compile their statistics' merge and finalize
-#: when first asked, not in the background (see _Session._precompile_statistics)
-BACKGROUND_COMPILE_MAX_CHUNK_BYTES = 64 * 2**20
 
 
 @functools.lru_cache(maxsize=32)
@@ -489,18 +486,12 @@ class _Session:
         Started once the chunk program is compiled, never beside it: two XLA
         compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
         50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
-        busy, saved only ~15% of the time on two cores. Only for runs whose
-        chunks of draws are at most ``BACKGROUND_COMPILE_MAX_CHUNK_BYTES``: a
-        larger run samples for long enough that a few seconds of compile at the
-        end do not matter, while compiling during sampling raised its peak
-        memory by ~0.1-0.15 GB (50,000-dim Gaussian).
+        busy, saved only ~15% of the time on two cores.
         """
         p = self.plan
         if self._precompiling or not p.statistics:
             return
         self._precompiling = True
-        if _chunk_bytes(p) > BACKGROUND_COMPILE_MAX_CHUNK_BYTES:
-            return
         position = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
         _reduce.precompile(p.statistics, self._stats_start(), (p.flat.consts, position))
 
@@ -750,16 +741,6 @@ def _layout_groups(flat, kernel, draw_shapes) -> dict:
     if ll:
         groups["log_likelihood"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in ll.items()}
     return groups
-
-
-def _chunk_bytes(plan: Plan) -> int:
-    """Bytes of one chunk of this process's draws (every group, padded slots included)."""
-    per_draw = sum(
-        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        for names in plan.layout.groups.values()
-        for shape, dtype in names.values()
-    )
-    return per_draw * plan.chunk * plan.topology.slots_per_process
 
 
 def _resolve_chunk_size(chunk_size, num_chunks, draws, warmup, layout, chains_per_device) -> int:
