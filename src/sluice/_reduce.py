@@ -45,7 +45,7 @@ def _spec(x: Any) -> jax.ShapeDtypeStruct:
 
 def _key(fn: Callable, args: tuple) -> tuple:
     leaves, treedef = jax.tree.flatten(args)
-    return (fn, treedef, tuple((np.shape(x), np.dtype(x.dtype)) for x in leaves))
+    return (fn, treedef, tuple((s.shape, s.dtype) for s in map(_spec, leaves)))
 
 
 def compiled(fn: Callable, args: tuple) -> Callable:
@@ -106,8 +106,7 @@ def precompile(
 
     def work() -> None:
         try:
-            compiled(start, start_args)
-            states = jax.eval_shape(start, *start_args)
+            states = compiled(start, start_args).out_info  # shapes, without tracing again
         except Exception:  # the foreground call raises it properly
             return
         for name, statistic in statistics.items():
@@ -115,8 +114,7 @@ def precompile(
                 one = jax.tree.map(
                     lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name]
                 )
-                compiled(statistic.merge, (one, one))
-                merged = jax.eval_shape(statistic.merge, one, one)
+                merged = compiled(statistic.merge, (one, one)).out_info
                 compiled(statistic.finalize, (merged,))
             except Exception:  # likewise
                 continue
