@@ -117,11 +117,14 @@ class LagSettings(NamedTuple):
 
     @property
     def block(self) -> int:
-        """Draws per lag block ``B``: the largest divisor of the first block size that is
-        at most ``MAX_BLOCK`` (``MAX_BLOCK`` without block levels)."""
+        """Draws per lag block ``B``: ``MAX_BLOCK`` when it divides the first block size or
+        the first block size divides it (or there are no block levels), else the largest
+        divisor of the first block size below ``MAX_BLOCK``."""
         if not self.block_sizes:
             return MAX_BLOCK
         b0 = self.block_sizes[0]
+        if b0 % MAX_BLOCK == 0 or MAX_BLOCK % b0 == 0:
+            return MAX_BLOCK
         return max(b for b in range(1, MAX_BLOCK + 1) if b0 % b == 0)
 
     @property
@@ -153,10 +156,10 @@ class ProxyLags(NamedTuple):
 
     As :class:`ExactLags`, but each half's products and sums are kept apart: a proxy
     exists only from ``reference_draw`` on in the first half, and its transform (the
-    reference quantiles) changes between the halves. The proxy's values are
-    recomputed from the window of draws when a block is processed.
+    reference quantiles) changes between the halves.
     """
 
+    window: jax.Array  # (L0, D): the values of the last L0 processed draws, oldest first
     partial: jax.Array  # (M, D): sum_i p_i p_(i - t) since the last flush (one half),
     #   lag t in row L0 - t
     partial_sum: jax.Array  # (D,): sum_i p_i since the last flush
@@ -212,8 +215,9 @@ class LagState(NamedTuple):
 
 def _proxy_lags_init(d: int, dtype, settings: LagSettings) -> ProxyLags:
     z, m, l0 = jnp.zeros, settings.max_lag + 1, settings.max_lag
-    return ProxyLags(z((m, d), dtype), z((d,), dtype), z((2, m, d), dtype), z((2, d), dtype),
-                     z((2, l0, d), dtype), z((l0, d), dtype), z((m, d), dtype))  # fmt: skip
+    return ProxyLags(z((l0, d), dtype), z((m, d), dtype), z((d,), dtype), z((2, m, d), dtype),
+                     z((2, d), dtype), z((2, l0, d), dtype), z((l0, d), dtype),
+                     z((m, d), dtype))  # fmt: skip
 
 
 def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
@@ -509,23 +513,51 @@ def _masked_features(state: LagState, x, pilot, index, seg, settings: LagSetting
     return tuple(a * w for a in v)
 
 
+def _block_features(state: LagState, pilot, rows: WindowRows, seg, settings) -> tuple:
+    """``(block, windows)``: the block's draws' features (masked), each ``(B, D)``, and
+    for each proxy with exact lags its values over the window, ``(R, D)`` (the block's
+    after the ``L0`` kept in its :class:`ProxyLags`)."""
+    l0 = settings.max_lag
+    block = _masked_features(state, state.window[l0:], pilot, rows.index[l0:], seg, settings)
+    windows = tuple(
+        jnp.concatenate([pl.window, block[BULK + k]]) for k, pl in enumerate(state.proxy_lags)
+    )
+    return block, windows
+
+
 def _lag_block(
-    state: LagState, pilot, rows: WindowRows, index, seg, pos, settings: LagSettings, levels: bool
+    state: LagState,
+    pilot,
+    rows: WindowRows,
+    index,
+    seg,
+    pos,
+    settings: LagSettings,
+    levels: bool,
+    features: tuple | None = None,
 ) -> LagState:
     """Add the block's ``rows.pending`` draws (window rows ``L0 ..``; the last is draw
     ``index``, in half ``seg`` at ``pos``) to the exact lags, the proxy lags and, with
-    ``levels``, the finest block level; then shift the window by them."""
+    ``levels``, the finest block level; then shift the windows by them. ``features``:
+    :func:`_block_features`, computed here if not given."""
     l0, b = settings.max_lag, settings.block
     dtype = state.window.dtype
     p = rows.pending
     valid = jnp.arange(b) < p  # (B,): block rows holding pending draws
+    weight = valid.astype(dtype)
     xw = state.window
-    v = _masked_features(state, xw, pilot, rows.index, seg, settings)  # each (R, D)
+    if features is None:
+        features = _block_features(state, pilot, rows, seg, settings)
+    block, windows = features
     lag = (l0 - jnp.arange(l0 + 1))[:, None]  # (L0 + 1, 1): lag of each row of the sums
     within = lag <= rows.pos[None, l0:]  # (L0 + 1, B): the pair lies in the draw's half
     block_split = rows.in_split[l0:]
 
+    def shift(w):  # the last L0 rows once the pending draws are added
+        return jax.lax.dynamic_slice_in_dim(w, p, l0)
+
     exact = state.exact
+    window = xw
     if l0 > 0:
         yw = xw - pilot[None]
         use = (within & (block_split & valid)[None]).astype(dtype)
@@ -536,16 +568,18 @@ def _lag_block(
             lambda e: e,
             exact,
         )
+        window = jax.lax.dynamic_update_slice_in_dim(xw, shift(xw), 0, 0)
 
     proxy_lags = []
     head_pos = _proxy_position(rows.seg[l0:], rows.pos[l0:], settings)
     ok = block_split & valid & (head_pos >= 0)
     use = (within & valid[None]).astype(dtype)
-    for i, pl in enumerate(state.proxy_lags):
-        values = v[BULK + i]  # (R, D), zero outside the half's proxy range
+    for pl, values in zip(state.proxy_lags, windows, strict=True):
+        # values (R, D): zero outside the half's proxy range
         pl = pl._replace(
+            window=shift(values),
             partial=pl.partial + _lagged_products(values, use),
-            partial_sum=pl.partial_sum + _sum_rows(values[l0:], valid.astype(dtype)),
+            partial_sum=pl.partial_sum + _sum_rows(values[l0:], weight),
         )
         pl = jax.lax.cond(
             _ends_due(rows, jnp.where(head_pos >= 0, head_pos, l0), settings),
@@ -557,22 +591,24 @@ def _lag_block(
 
     lv = state.levels
     if levels and lv:
-        sums = tuple(_sum_rows(a[l0:], valid.astype(dtype)) for a in v)
-        lv = (lv[0]._replace(acc=tuple(a + s for a, s in zip(lv[0].acc, sums, strict=True))),
-              *lv[1:])  # fmt: skip
-        _, _, in_split = _split(index, settings)
-        done = in_split & ((pos + 1) % settings.block_sizes[0] == 0)
-        lv = jax.lax.cond(
-            done, lambda q: _finish_levels(q, index, seg, pos, settings), lambda q: q, lv
-        )
+        # the block's draws in groups of the finest level's block size (one group when
+        # that is B or more), each closing a level-0 block when its last draw ends one
+        b0 = settings.block_sizes[0]
+        g = min(b0, b)
+        for first in range(0, b, g):
+            part = slice(first, first + g)
+            sums = tuple(_sum_rows(a[part], weight[part]) for a in block)
+            acc = tuple(a + s for a, s in zip(lv[0].acc, sums, strict=True))
+            lv = (lv[0]._replace(acc=acc), *lv[1:])
+            r = l0 + first + g - 1  # the group's last draw
+            at = (rows.index[r], rows.seg[r], rows.pos[r])
+            done = valid[first + g - 1] & rows.in_split[r] & ((rows.pos[r] + 1) % b0 == 0)
+            lv = jax.lax.cond(
+                done, lambda q, at=at: _finish_levels(q, *at, settings), lambda q: q, lv
+            )
         # incomplete blocks of the first half do not carry into the second
         end = _half_end(index, settings)
         lv = tuple(lvl._replace(acc=tuple(jnp.where(end, 0.0, a) for a in lvl.acc)) for lvl in lv)
-    window = xw
-    if l0 > 0:  # rows 0 .. L0 - 1: the last L0 draws
-        window = jax.lax.dynamic_update_slice_in_dim(
-            xw, jax.lax.dynamic_slice_in_dim(xw, p, l0), 0, 0
-        )
     return state._replace(window=window, exact=exact, proxy_lags=tuple(proxy_lags), levels=lv)
 
 
@@ -586,12 +622,24 @@ def lag_slow_path(state: LagState, pilot, index, seg, pos, settings: LagSettings
     # The cond carries only what the block changes (the reference, read here, stays out).
     def block(parts: dict) -> dict:
         out = _lag_block(
-            state._replace(**parts), pilot, rows, index, seg, pos, settings, levels=True
+            state._replace(**parts), pilot, rows, index, seg, pos, settings, True, features
         )
         return {k: getattr(out, k) for k in parts}
 
+    due = _block_due(index, pos, settings)
+    # The features in a cond of their own, so that they are computed once, into buffers:
+    # XLA on CPU fuses cheap elementwise producers into each consumer, even ones that
+    # read every value B times (the lagged products), and drops optimization barriers.
+    features = jax.lax.cond(
+        due,
+        lambda: _block_features(state, pilot, rows, seg, settings),
+        lambda: jax.tree.map(
+            jnp.zeros_like,
+            jax.eval_shape(lambda: _block_features(state, pilot, rows, seg, settings)),
+        ),
+    )
     parts = {k: getattr(state, k) for k in ("window", "exact", "proxy_lags", "levels")}
-    parts = jax.lax.cond(_block_due(index, pos, settings), block, lambda q: q, parts)
+    parts = jax.lax.cond(due, block, lambda q: q, parts)
     state = state._replace(**parts)
     if settings.max_lag > 0:
         flush = (index + 1) % FLUSH == 0
@@ -666,8 +714,8 @@ def _close_proxy_lags(
             centred = jnp.where(ok[None], centred / jnp.where(ok, centred[0], 1.0)[None], 0.0)
         closed = closed + centred
     z = jnp.zeros_like
-    return ProxyLags(z(pl.partial), z(pl.partial_sum), z(pl.sums), z(pl.half_sum),
-                     z(pl.head), z(pl.tail), closed)  # fmt: skip
+    return ProxyLags(z(pl.window), z(pl.partial), z(pl.partial_sum), z(pl.sums),
+                     z(pl.half_sum), z(pl.head), z(pl.tail), closed)  # fmt: skip
 
 
 def _close_level(lvl: BlockLevel, proxy_var: tuple, p: int) -> BlockLevel:
@@ -747,10 +795,8 @@ def lag_close(
     last = state.window[:l0]  # the last L0 draws, oldest first
     recent = (last - pilot[None])[::-1]
     exact = _close_exact(state.exact, recent, half_count, half_sum, settings)
-    last_index = index - l0 + 1 + jnp.arange(l0, dtype=jnp.int32)
-    values = _masked_features(state, last, pilot, last_index, seg, settings)
     proxy_lags = tuple(
-        _close_proxy_lags(pl, values[BULK + k][::-1], half_count, count, k > 0, settings)
+        _close_proxy_lags(pl, pl.window[::-1], half_count, count, k > 0, settings)
         for k, pl in enumerate(state.proxy_lags)
     )
     levels = tuple(_close_level(lvl, proxy_var, settings.num_pooled) for lvl in state.levels)
