@@ -68,6 +68,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from sluice.stats._numerics import geyer_tau, row_add
 
@@ -595,17 +596,27 @@ def _lag_block(
         # that is B or more), each closing a level-0 block when its last draw ends one
         b0 = settings.block_sizes[0]
         g = min(b0, b)
-        for first in range(0, b, g):
-            part = slice(first, first + g)
-            sums = tuple(_sum_rows(a[part], weight[part]) for a in block)
+        last = l0 + np.arange(g - 1, b, g)  # window row of each group's last draw
+        groups = (
+            tuple(
+                jnp.stack([_sum_rows(a[k : k + g], weight[k : k + g]) for k in range(0, b, g)])
+                for a in block
+            ),  # F x (groups, D)
+            rows.index[last], rows.seg[last], rows.pos[last],
+            valid[last - l0] & rows.in_split[last] & ((rows.pos[last] + 1) % b0 == 0),
+        )  # fmt: skip
+
+        def group(lv: tuple, xs: tuple) -> tuple:
+            sums, at_index, at_seg, at_pos, done = xs
             acc = tuple(a + s for a, s in zip(lv[0].acc, sums, strict=True))
             lv = (lv[0]._replace(acc=acc), *lv[1:])
-            r = l0 + first + g - 1  # the group's last draw
-            at = (rows.index[r], rows.seg[r], rows.pos[r])
-            done = valid[first + g - 1] & rows.in_split[r] & ((rows.pos[r] + 1) % b0 == 0)
-            lv = jax.lax.cond(
-                done, lambda q, at=at: _finish_levels(q, *at, settings), lambda q: q, lv
-            )
+            finish = lambda q: _finish_levels(q, at_index, at_seg, at_pos, settings)  # noqa: E731
+            return jax.lax.cond(done, finish, lambda q: q, lv), None
+
+        if b // g == 1:
+            lv, _ = group(lv, jax.tree.map(lambda a: a[0], groups))
+        else:  # one copy of the level cascade in the program, not one per group
+            lv, _ = jax.lax.scan(group, lv, groups)
         # incomplete blocks of the first half do not carry into the second
         end = _half_end(index, settings)
         lv = tuple(lvl._replace(acc=tuple(jnp.where(end, 0.0, a) for a in lvl.acc)) for lvl in lv)
