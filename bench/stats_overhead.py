@@ -3,15 +3,15 @@
 Measures, in one process:
 
 1. ``jit(scan(update))`` of the default statistics (``sluice.stats.summary_statistics``)
-   over ``--draws`` draws of a ``--dim``-element vector, minus the same scan without
+   over ``--micro-draws`` draws of a ``--dim``-element vector, minus the same scan without
    statistics: the statistics' cost per draw and chain;
 2. ``sluice.sample`` of a ``--dim``-dimensional standard Gaussian with NUTS,
    ``--chains`` chains and ``sink=None``, with ``default_stats=False`` and with
-   the default statistics (or the ``--block-sizes``/``--block-lags`` variant):
-   the cost of a NUTS draw and the end-to-end overhead.
+   the default statistics (or the ``--block-sizes``/``--block-lags`` variant),
+   the two alternated ``--reps`` times in this process: the cost of a NUTS draw
+   and the end-to-end overhead (medians of the sampling phase's wall time).
 
-Times are CPU (process) times, the minimum over ``--reps`` repetitions, which is
-robust to other processes sharing the machine; wall times are printed as well.
+The micro benchmark reports the minimum over ``--reps`` repetitions.
 The state's memory per element (one chain) is printed too.
 
 Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``.
@@ -91,34 +91,47 @@ def log_density_of(model: str, dim: int):
     return log_density
 
 
-def nuts(
+def nuts_pair(
     dim: int,
     draws: int,
     reps: int,
     chains: int,
-    statistic: stats.Statistic | None,
+    statistic: stats.Statistic,
     model: str = "gaussian",
-) -> dict[str, float]:
-    """Sampling time per draw and chain of NUTS on ``model``."""
+) -> dict[str, dict[str, float]]:
+    """Sampling time per draw and chain of NUTS on ``model`` without and with
+    ``statistic``, the two alternated ``reps`` times in this process (after one
+    compiling run of each): medians and minima of the wall and CPU times."""
     log_density = log_density_of(model, dim)
 
     kwargs = dict(init=jnp.zeros(dim), chains=chains, warmup=200, draws=draws, sink=None,
                   progress=False, seed=1, chunk_size=draws, default_stats=False)  # fmt: skip
-    if statistic is not None:
-        kwargs["stats"] = {"summary_variant": statistic}
-    cpu, wall = np.inf, np.inf
-    for _ in range(reps + 1):  # the first run compiles
-        c0 = time.process_time()
-        run = sluice.sample(log_density, **kwargs)
-        CHAIN_METHOD[:] = [run.info.chain_method]
-        c1 = time.process_time()
-        # sampling phase only: wall from the run's own timer, CPU scaled by its share
-        share = run.info.sampling_seconds / max(run.info.total_seconds, 1e-12)
-        cpu = min(cpu, (c1 - c0) * share)
-        wall = min(wall, run.info.sampling_seconds)
-    n = draws * chains
-    return {"cpu_us": cpu / n * 1e6, "wall_us": wall / n * 1e6,
-            "gradients": run.info.num_gradients / n}  # fmt: skip
+    times: dict[str, dict[str, list]] = {k: {"wall": [], "cpu": []} for k in ("base", "stats")}
+    gradients = 0.0
+    for rep in range(reps + 1):  # the first round compiles
+        for name in ("base", "stats"):
+            extra = {"stats": {"summary_variant": statistic}} if name == "stats" else {}
+            c0 = time.process_time()
+            run = sluice.sample(log_density, **kwargs, **extra)
+            c1 = time.process_time()
+            CHAIN_METHOD[:] = [run.info.chain_method]
+            if rep == 0:
+                continue
+            # sampling phase only: wall from the run's own timer, CPU scaled by its share
+            share = run.info.sampling_seconds / max(run.info.total_seconds, 1e-12)
+            n = draws * chains
+            times[name]["wall"].append(run.info.sampling_seconds / n * 1e6)
+            times[name]["cpu"].append((c1 - c0) * share / n * 1e6)
+            gradients = run.info.num_gradients / n
+    out = {}
+    for name, t in times.items():
+        out[name] = {
+            "wall_us": float(np.median(t["wall"])),
+            "wall_min_us": float(np.min(t["wall"])),
+            "cpu_us": float(np.median(t["cpu"])),
+            "gradients": gradients,
+        }
+    return out
 
 
 def main() -> None:
@@ -126,6 +139,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--micro-draws", type=int, default=2000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--model", choices=("gaussian", "logreg"), default="gaussian")
     parser.add_argument("--block-sizes", type=int, nargs="*", default=None)
@@ -142,21 +156,25 @@ def main() -> None:
         from sluice.engine import default_summary_statistic
 
         statistic = default_summary_statistic(args.draws)
-    m = micro(args.dim, args.draws, args.reps, statistic)
-    base = nuts(args.dim, args.draws, args.reps, args.chains, None, args.model)
-    full = nuts(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
+    m = micro(args.dim, args.micro_draws, args.reps, statistic)
+    pair = nuts_pair(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
+    base, full = pair["base"], pair["stats"]
     print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} options={options or 'default'} "
           f"backend={jax.default_backend()} chain_method={CHAIN_METHOD[0]}")  # fmt: skip
     print(
-        f"statistics update (scan, 1 chain): {m['cpu_us']:.2f} us/draw CPU ({m['wall_us']:.2f} wall)"
+        f"statistics update (scan, 1 chain, {args.micro_draws} draws): "
+        f"{m['cpu_us']:.2f} us/draw CPU ({m['wall_us']:.2f} wall)"
     )
     print(f"state memory: {m['bytes_per_element']:.0f} bytes per element per chain")
-    print(f"NUTS draw: {base['cpu_us']:.1f} us CPU ({base['wall_us']:.1f} wall), "
+    print(f"NUTS draw (median of {args.reps}, alternated): {base['wall_us']:.1f} us wall "
+          f"(min {base['wall_min_us']:.1f}), {base['cpu_us']:.1f} us CPU, "
           f"{base['gradients']:.1f} gradients/draw")  # fmt: skip
-    print(f"NUTS draw + statistics: {full['cpu_us']:.1f} us CPU ({full['wall_us']:.1f} wall)")
-    print(f"ratio (micro) statistics / NUTS draw: {m['cpu_us'] / base['cpu_us']:.1%}")
-    print(f"ratio (end to end): {full['cpu_us'] / base['cpu_us'] - 1:+.1%} CPU, "
-          f"{full['wall_us'] / base['wall_us'] - 1:+.1%} wall")  # fmt: skip
+    print(f"NUTS draw + statistics: {full['wall_us']:.1f} us wall (min {full['wall_min_us']:.1f}), "
+          f"{full['cpu_us']:.1f} us CPU")  # fmt: skip
+    print(f"ratio (micro) statistics / NUTS draw: {m['wall_us'] / base['wall_us']:.1%}")
+    print(f"overhead (end to end, sampling time): {full['wall_us'] / base['wall_us'] - 1:+.1%} wall "
+          f"(medians; minima {full['wall_min_us'] / base['wall_min_us'] - 1:+.1%}), "
+          f"{full['cpu_us'] / base['cpu_us'] - 1:+.1%} CPU")  # fmt: skip
 
 
 if __name__ == "__main__":
