@@ -85,3 +85,33 @@ def test_a_run_compiles_its_summary_in_the_background(monkeypatch):
     assert calls == [], "merge and finalize were ready when the summary was asked for"
     assert list(table.index) == ["x[0]", "x[1]"]
     assert np.all(np.isfinite(table["ess_bulk"]))
+
+
+def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
+    """The chunk program compiled in a thread while init compiles and runs (from the
+    shapes of init's result) is the one the run uses: same draws, no second compile."""
+    import sluice
+    from sluice import engine
+
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="beside-normal")
+    kwargs = dict(chains=2, warmup=20, draws=30, chunk_size=10, progress=False, seed=4)
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "0")
+    plain = sluice.sample(model, **kwargs)
+    engine._PROGRAMS.clear()
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    lowered = []
+    original = engine.ChunkProgram.compiled
+
+    def counting(self, name, *args, timed=True):
+        before = len(self._executables)
+        out = original(self, name, *args, timed=timed)
+        if len(self._executables) > before:
+            lowered.append(name)
+        return out
+
+    monkeypatch.setattr(engine.ChunkProgram, "compiled", counting)
+    beside = sluice.sample(model, **kwargs)
+    _reduce.wait()
+    assert sorted(lowered) == ["advance", "init"], lowered
+    np.testing.assert_array_equal(beside.draws["x"], plain.draws["x"])
+    assert 0 < beside.info.compile_seconds < beside.info.total_seconds

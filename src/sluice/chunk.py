@@ -103,20 +103,24 @@ class ChunkProgram:
         object.__setattr__(self, "_executables", {})
         object.__setattr__(self, "compile_seconds", 0.0)
 
-    def compiled(self, name: str, *args: Any) -> Callable:
-        """The executable of ``init`` or ``advance`` for these arguments, compiled ahead
-        of time on first use (``compile_seconds`` accumulates the time spent)."""
+    def compiled(self, name: str, *args: Any, timed: bool = True) -> Callable:
+        """The executable of ``init`` or ``advance`` for these arguments (arrays or
+        ``jax.ShapeDtypeStruct``), compiled ahead of time on first use
+        (``compile_seconds`` accumulates the time spent, unless not ``timed``)."""
         leaves, treedef = jax.tree.flatten(args)
         key = (name, treedef, tuple((np.shape(x), _dtype(x)) for x in leaves))
         executable = self._executables.get(key)
         if executable is None:
             t0 = time.perf_counter()
             executable = getattr(self, name).lower(*args).compile()
-            object.__setattr__(
-                self, "compile_seconds", self.compile_seconds + time.perf_counter() - t0
-            )
+            if timed:
+                self.add_compile_seconds(time.perf_counter() - t0)
             self._executables[key] = executable
         return executable
+
+    def add_compile_seconds(self, seconds: float) -> None:
+        """Book ``seconds`` of compilation (or of waiting for one)."""
+        object.__setattr__(self, "compile_seconds", self.compile_seconds + seconds)
 
     # -- one chain ---------------------------------------------------------
     def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
