@@ -96,15 +96,17 @@ class ChunkProgram:
     mesh: Mesh | None
     init: Callable = dataclasses.field(init=False)
     advance: Callable = dataclasses.field(init=False)
+    advance_donated: Callable = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "init", self._build_init())
         object.__setattr__(self, "advance", self._build_advance())
+        object.__setattr__(self, "advance_donated", self._build_advance(donate=True))
         object.__setattr__(self, "_executables", {})
         object.__setattr__(self, "compile_seconds", 0.0)
 
     def compiled(self, name: str, *args: Any, timed: bool = True) -> Callable:
-        """The executable of ``init`` or ``advance`` for these arguments (arrays or
+        """The executable of ``init``, ``advance`` or ``advance_donated`` for these arguments (arrays or
         ``jax.ShapeDtypeStruct``), compiled ahead of time on first use
         (``compile_seconds`` accumulates the time spent, unless not ``timed``)."""
         leaves, treedef = jax.tree.flatten(args)
@@ -298,10 +300,13 @@ class ChunkProgram:
 
         return jax.jit(self._batch(init_one, num_unbatched_tail=2))
 
-    def _build_advance(self) -> Callable:
-        # No donation: after dispatching chunk k+1 the host still reads chunk k's
-        # carry for the checkpoint.
-        return jax.jit(self._batch(self._advance_one, num_unbatched_tail=5))
+    def _build_advance(self, donate: bool = False) -> Callable:
+        # ``advance`` does not donate its carry: with checkpoints, the host still reads
+        # chunk k's carry after dispatching chunk k+1. ``advance_donated`` (runs without
+        # checkpoints) does: each chunk's carry reuses the previous one's buffers, where
+        # fresh ones made the allocator's footprint grow with the number of chunks.
+        batched = self._batch(self._advance_one, num_unbatched_tail=5)
+        return jax.jit(batched, donate_argnums=(1,) if donate else ())
 
 
 def _dtype(x: Any) -> Any:

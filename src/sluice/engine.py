@@ -529,7 +529,7 @@ class _Session:
         args = (p.flat.consts, carry, self.chain_ids, 0, p.warmup + p.draws, p.warmup,
                 self.schedule, p.keys)  # fmt: skip
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sluice-compile")
-        future = pool.submit(p.program.compiled, "advance", *args, timed=False)
+        future = pool.submit(p.program.compiled, self._advance_name, *args, timed=False)
         pool.shutdown(wait=False)
         return future
 
@@ -598,10 +598,16 @@ class _Session:
             self.sink.commit(checkpoint, parity, self.topology.process_count)
         self.checkpoints_written += 1
 
+    @property
+    def _advance_name(self) -> str:
+        """Without checkpoints nothing reads a carry once the next chunk is dispatched:
+        the chunk program may reuse its buffers."""
+        return "advance" if self.checkpointing else "advance_donated"
+
     def _advance(self, carry: Any, start: int, stop: int) -> Any:
         p = self.plan
         args = (p.flat.consts, carry, self.chain_ids, start, stop, p.warmup, self.schedule, p.keys)
-        executable = p.program.compiled("advance", *args)
+        executable = p.program.compiled(self._advance_name, *args)
         self._precompile_statistics()
         return executable(*args)
 
