@@ -200,3 +200,17 @@ def test_restrict_unknown_name_fails_at_init():
 def test_group_requires_statistics():
     with pytest.raises(TypeError, match="statistics"):
         stats.group({"a": lambda x: x})
+
+
+def test_unfinished_block_of_the_first_half_stays_out_of_the_second():
+    """With 10 draws per half and blocks of 8, the first half's last 2 draws are an
+    unfinished block: the second half's first block mean is of its own 8 draws only."""
+    s = stats.diagnostics(20, probs=(), hdi_prob=None, max_lag=2, block_sizes=(8,), block_lags=1)
+    x = jnp.arange(1.0, 21.0) ** 2  # distinct values, one element
+    state = s.init({"x": jnp.zeros(1)})
+    state = jax.jit(
+        lambda st: jax.lax.scan(lambda c, v: (s.update(c, {"x": v[None]}), None), st, x)[0]
+    )(state)
+    level = state.lags.levels[0]
+    y_sums = np.asarray(level.half_sum[0])[:, 0]  # feature y: per half, the sum of block means
+    np.testing.assert_allclose(y_sums, [np.mean(x[0:8]), np.mean(x[10:18])], rtol=1e-6)

@@ -48,27 +48,16 @@ terms of ArviZ's formula (within-chain ``W`` and between-chain ``B``) come,
 exactly or to first order, from the moments and histograms of the pooled
 draws (see :mod:`sluice.stats.convergence`).
 
-Costs. Per draw, the lag state only receives the draw: one row written into
-a window of the last ``max_lag + B`` draws. When a *lag block* of ``B`` draws
-ends (``B = 16``, or a divisor of the finest block size; blocks start at
-multiples of ``B`` in each half, and the halves' ends close a block early),
-one rare-path pass computes the block's features, the exact lagged products
-of ``y`` and of the proxies from static slices of the window (``max_lag``
-multiply-adds per draw and feature, into partial sums flushed every ``FLUSH``
-draws, so float32 sums neither drift nor stall over long runs), and the
-finest block level's sums; the block levels do their own lagged products when
-their blocks end. Products per draw read and wrote the whole
-``(max_lag + 1, D)`` sums at every draw: per block they are one vectorised
-pass (17.6 -> 11.3 us per draw for the default statistics of 1000 elements).
-The features are computed in a ``cond`` of their own: XLA on CPU fuses cheap
-elementwise producers into every consumer, even one that reads each value
-``B`` times, and drops ``optimization_barrier``; a ``cond``'s outputs are
-buffers. All rare work sits under ``lax.cond`` on the draw index only (under
-``vmap``, :func:`~sluice.stats._batching.uniform_cond` keeps it a branch).
-Every array keeps the elements as its last, contiguous axis and features are
-separate arrays (tuples): XLA on CPU vectorises ``(..., D)`` elementwise work
-well, and ``(D, F)`` stacks or reductions over small axes poorly (5-20x
-slower, measured).
+Costs are kept per draw and element: the exact lags are ``max_lag``
+multiply-adds per exact feature into a partial sum flushed every ``FLUSH``
+draws (so float32 sums neither drift nor stall over long runs); block levels
+add ``F`` sums per draw and do their lagged products only when a block ends,
+under ``lax.cond`` (under ``vmap`` a ``cond`` on per-chain state evaluates both
+branches, which costs the block work every draw: cheap on accelerators, where ``vmap`` is the
+default). Every per-draw array keeps the elements as its last, contiguous
+axis and features are separate arrays (tuples): XLA on CPU vectorises
+``(..., D)`` elementwise work well, and ``(D, F)`` stacks or reductions over
+small trailing axes poorly (5-20x slower, measured).
 """
 
 from __future__ import annotations
@@ -79,9 +68,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from sluice.stats._numerics import geyer_tau, row_add
+from sluice.stats._numerics import geyer_tau, row_add, row_set_where
 
 __all__ = [
     "REFERENCE_LEVELS",
@@ -100,7 +88,6 @@ _LO, _HI = 1, 7  # indices of 0.05 and 0.95 in REFERENCE_LEVELS
 # (computed in Python: importing sluice must not start a JAX backend)
 _SCORES = tuple(statistics.NormalDist().inv_cdf(p) for p in REFERENCE_LEVELS)
 FLUSH = 256  # draws between flushes of the exact lags' partial sums
-MAX_BLOCK = 16  # at most this many draws per lag block (see LagSettings.block)
 Y, Q, BULK, TAIL_LO, TAIL_HI = 0, 1, 2, 3, 4  # features
 QY, YQ = -2, -1  # cross entries of the pooled sums: q_t y_(t-k) and y_t q_(t-k)
 
@@ -113,10 +100,10 @@ class LagSettings(NamedTuple):
     block_lags: tuple[int, ...]  # lags of each block level
     proxies: bool  # track the bulk and tail proxies besides y and y^2
     reference_draw: int  # draw at which each chain fixes the first half's reference quantiles
-    half: int  # draws per split half (num_draws // 2)
+    half: int  # draws per split half (num_draws // 2); 0 when not split
     min_blocks: int  # blocks per split chain a block level needs to be used
     proxy_lags: int  # proxies with exact lags up to max_lag: 0, 1 (bulk) or 3 (bulk, tails)
-    second: int = 0  # first draw of the second half (num_draws - half)
+    second: int = 0  # first draw of the second half (num_draws - half); 0 when not split
 
     @property
     def num_features(self) -> int:
@@ -127,37 +114,11 @@ class LagSettings(NamedTuple):
         """Features whose lagged products are pooled over halves (all but the tails)."""
         return 3 if self.proxies else 2
 
-    @property
-    def block(self) -> int:
-        """Draws per lag block ``B``: ``MAX_BLOCK`` when it divides the first block size or
-        the first block size divides it (or there are no block levels), else the largest
-        divisor of the first block size below ``MAX_BLOCK``."""
-        if not self.block_sizes:
-            return MAX_BLOCK
-        b0 = self.block_sizes[0]
-        if b0 % MAX_BLOCK == 0 or MAX_BLOCK % b0 == 0:
-            return MAX_BLOCK
-        return max(b for b in range(1, MAX_BLOCK + 1) if b0 % b == 0)
-
-    @property
-    def window_rows(self) -> int:
-        """Rows ``R`` of the draw window: ``max_lag`` processed draws, then a block."""
-        return self.max_lag + self.block
-
-
-class WindowRows(NamedTuple):
-    """The draws of the ``R`` rows of the window (see :class:`LagState`), oldest first."""
-
-    index: jax.Array  # (R,) int32 (negative before the first draw)
-    seg: jax.Array  # (R,) int32: split half
-    pos: jax.Array  # (R,) int32: position in the half
-    in_split: jax.Array  # (R,) bool
-    pending: jax.Array  # () int32: draws of the block not yet in the sums (rows L0 ..)
-
 
 class ExactLags(NamedTuple):
-    partial: jax.Array  # (M, D), M = L0 + 1: sum_i y_i y_(i - t) since the last flush,
-    #   lag t in row L0 - t
+    ring: jax.Array  # (2 M, D), M = L0 + 1: the last M draws, each written twice (rows
+    #   i mod M and i mod M + M), so rows i mod M + 1 .. i mod M + M hold draws i - L0 .. i
+    partial: jax.Array  # (M, D): sum_i y_i y_(i - t) since the last flush, lag t in row L0 - t
     sums: jax.Array  # (M, D): open: flushed sums; closed: centred and summed (same rows)
     head: jax.Array  # (2, L0, D): first L0 draws of each half (oldest first)
     tail: jax.Array  # (L0, D): last L0 draws of the first half (most recent first)
@@ -171,9 +132,10 @@ class ProxyLags(NamedTuple):
     reference quantiles) changes between the halves.
     """
 
-    window: jax.Array  # (L0, D): the values of the last L0 processed draws, oldest first
+    last: jax.Array  # (D,): the value of the latest draw (0 outside its half's range)
+    ring: jax.Array  # (2 M, D): the M values before it, as ExactLags.ring
     partial: jax.Array  # (M, D): sum_i p_i p_(i - t) since the last flush (one half),
-    #   lag t in row L0 - t
+    #   lag t in row L0 - t, up to the draw before the latest
     partial_sum: jax.Array  # (D,): sum_i p_i since the last flush
     sums: jax.Array  # (2, M, D): flushed lag sums of each half
     half_sum: jax.Array  # (2, D): flushed sums of each half
@@ -217,27 +179,26 @@ class ProxyMoments(NamedTuple):
 class LagState(NamedTuple):
     reference: jax.Array  # (2, 9, D): per half, the chain's quantiles at REFERENCE_LEVELS
     slopes: jax.Array  # (2, 8, D): per half, the bulk proxy's slope between reference knots
-    window: jax.Array  # (R, D): draws x (not x - c): rows 0 .. L0 - 1 the last L0 draws
-    #   already in the sums (oldest first), rows L0 + s the s-th draw of the current block
+    active: jax.Array  # (17, D): the current half's knots (rows 0-8) and slopes (rows 9-16)
     exact: ExactLags
     proxy_lags: tuple[ProxyLags, ...]  # the first proxy_lags proxies (bulk, tails)
     levels: tuple[BlockLevel, ...]
     proxies: ProxyMoments
 
 
-def _proxy_lags_init(d: int, dtype, settings: LagSettings) -> ProxyLags:
-    z, m, l0 = jnp.zeros, settings.max_lag + 1, settings.max_lag
-    return ProxyLags(z((l0, d), dtype), z((m, d), dtype), z((d,), dtype), z((2, m, d), dtype),
-                     z((2, d), dtype), z((2, l0, d), dtype), z((l0, d), dtype),
-                     z((m, d), dtype))  # fmt: skip
+def _proxy_lags_init(d: int, dtype, l0: int) -> ProxyLags:
+    z, m = jnp.zeros, l0 + 1
+    return ProxyLags(z((d,), dtype), z((2 * m, d), dtype), z((m, d), dtype), z((d,), dtype),
+                     z((2, m, d), dtype), z((2, d), dtype), z((2, l0, d), dtype),
+                     z((l0, d), dtype), z((m, d), dtype))  # fmt: skip
 
 
 def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
     l0, f, p = settings.max_lag, settings.num_features, settings.num_pooled
     z = jnp.zeros
-    exact = ExactLags(z((l0 + 1, d), dtype), z((l0 + 1, d), dtype), z((2, l0, d), dtype),
-                      z((l0, d), dtype))  # fmt: skip
-    proxy_lags = tuple(_proxy_lags_init(d, dtype, settings) for _ in range(settings.proxy_lags))
+    exact = ExactLags(z((2 * (l0 + 1), d), dtype), z((l0 + 1, d), dtype), z((l0 + 1, d), dtype),
+                      z((2, l0, d), dtype), z((l0, d), dtype))  # fmt: skip
+    proxy_lags = tuple(_proxy_lags_init(d, dtype, l0) for _ in range(settings.proxy_lags))
     levels = tuple(
         BlockLevel(
             acc=tuple(z((d,), dtype) for _ in range(f)),
@@ -257,9 +218,10 @@ def lag_init(d: int, dtype, settings: LagSettings) -> LagState:
     )
     proxies = ProxyMoments(tuple(z((d,), dtype) for _ in range(f - 2)), z((), dtype))
     k = len(REFERENCE_LEVELS)
+    reference = jnp.zeros((2, k, d), dtype)  # set at the reference draws
     return LagState(
-        z((2, k, d), dtype), z((2, k - 1, d), dtype), z((settings.window_rows, d), dtype),
-        exact, proxy_lags, levels, proxies,
+        reference, jnp.zeros((2, k - 1, d), dtype), jnp.zeros((2 * k - 1, d), dtype), exact,
+        proxy_lags, levels, proxies,
     )  # fmt: skip
 
 
@@ -279,7 +241,7 @@ def bulk_proxy(x: jax.Array, knots: jax.Array, slopes: jax.Array) -> jax.Array:
 
 
 def features(y, x, knots: jax.Array, slopes: jax.Array, settings: LagSettings) -> tuple:
-    """Draws' features, each shaped as ``y`` (proxies meaningless before the reference)."""
+    """One draw's features, each ``(D,)`` (proxies meaningless before the reference)."""
     out = (y, y * y)
     if settings.proxies:
         out += (
@@ -300,53 +262,16 @@ def _window(ring: jax.Array, y: jax.Array, position: jax.Array) -> tuple[jax.Arr
     return ring, jax.lax.dynamic_slice_in_dim(ring, r + 1, m)
 
 
-def _split(index: jax.Array, settings: LagSettings) -> tuple:
-    """(half, position in half, in a half) of draws ``index`` (as ``convergence``'s)."""
-    seg = (index >= settings.second).astype(jnp.int32)
-    pos = index - seg * settings.second
-    in_split = ~((settings.second != settings.half) & (index == settings.half))
-    return seg, pos, in_split
-
-
-def _slot(index: jax.Array, settings: LagSettings) -> jax.Array:
-    """Row of draw ``index`` in its block: blocks start at multiples of ``B`` in each half,
-    and the middle draw of an odd ``num_draws`` is a block of its own."""
-    _, pos, in_split = _split(index, settings)
-    return jnp.where(in_split, pos % settings.block, 0)
-
-
-def _window_rows(index: jax.Array, pending: jax.Array, settings: LagSettings) -> WindowRows:
-    """The draws of the window's rows once draw ``index`` is written and ``pending`` draws
-    of the block (the last of them ``index``) are not yet in the sums."""
-    r = settings.window_rows
-    idx = index - pending - settings.max_lag + 1 + jnp.arange(r, dtype=jnp.int32)
-    seg, pos, in_split = _split(idx, settings)
-    return WindowRows(idx, seg, pos, in_split, pending)
-
-
-def _lagged_products(window: jax.Array, use: jax.Array) -> jax.Array:
-    """``(L0 + 1, D)``: row ``k`` sums ``use[k, j] w[L0 + j] w[k + j]`` over the block's rows
-    ``j`` (lag ``L0 - k``) of a window ``w`` ``(L0 + B, D)``.
-
-    Static slices of a buffer: one fused, vectorised pass per block, where per-draw
-    products read and wrote the whole ``(L0 + 1, D)`` sums at every draw.
-    """
-    b = use.shape[1]
-    m = window.shape[0] - b + 1
-    total = None
-    for j in range(b):
-        term = use[:, j, None] * window[j : j + m] * window[m - 1 + j][None]
-        total = term if total is None else total + term
-    return total
-
-
-def _sum_rows(a: jax.Array, weight: jax.Array) -> jax.Array:
-    """``sum_j weight[j] a[j]`` over the rows of ``a`` ``(B, D)``, as adds of ``(D,)`` rows:
-    XLA on CPU reduces a small leading axis through a library call (slower here)."""
-    total = weight[0] * a[0]
-    for j in range(1, a.shape[0]):
-        total = total + weight[j] * a[j]
-    return total
+def _update_exact(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
+    l0 = settings.max_lag
+    if l0 == 0:
+        return ex
+    dtype = y.dtype
+    ring, window = _window(ex.ring, y, index)  # draws index - L0 .. index
+    lag = l0 - jnp.arange(l0 + 1)
+    use = ((lag <= pos) & in_split).astype(dtype)[:, None]  # lags within the current half
+    partial = ex.partial + window * y[None] * use
+    return ex._replace(ring=ring, partial=partial)
 
 
 def _proxy_position(seg, pos, settings: LagSettings) -> jax.Array:
@@ -354,39 +279,64 @@ def _proxy_position(seg, pos, settings: LagSettings) -> jax.Array:
     return pos - jnp.where(seg == 1, 0, settings.reference_draw)
 
 
-def _keep_ends(lags, values, rows: WindowRows, head_pos, ok, settings: LagSettings):
-    """``lags`` (exact or proxy) with the block's draws kept that are among the first
-    ``max_lag`` of their half (``head_pos`` in ``[0, L0)``) or among the last ``max_lag``
-    of the first half, where ``ok`` ``(B,)``; ``values`` ``(B, D)``."""
+def _proxy_products(pl: ProxyLags, index) -> ProxyLags:
+    """Write the values of draw ``index`` (``pl.last``) into the ring and add their lagged
+    products and sum (values outside their half's range are 0 in the ring: no mask)."""
+    ring, window = _window(pl.ring, pl.last, index)  # draws index - L0 .. index
+    return pl._replace(
+        ring=ring, partial=pl.partial + window * pl.last[None], partial_sum=pl.partial_sum + pl.last
+    )
+
+
+def _update_proxy_lags(pl: ProxyLags, value, index) -> ProxyLags:
+    """Add one draw's proxy ``(D,)`` (zero outside its range) to its exact lags.
+
+    Draw ``index - 1`` goes into the ring and the products now, from ``last`` (a
+    loop-carried buffer), and this draw's value only into ``last``: XLA on CPU fuses
+    an elementwise producer into each of its consumers, and products taken from the
+    fresh value would recompute the proxy for every lag (measured 8x slower).
+    :func:`_close_proxy_lags` adds the last draw's products.
+    """
+    pl = _proxy_products(pl, index - 1)  # at index 0, zeros
+    return pl._replace(last=value)
+
+
+def _ends(index, seg, pos, in_split, settings: LagSettings) -> tuple[jax.Array, jax.Array]:
+    """Whether draw ``index`` is among the first / last ``max_lag`` draws of its half."""
     l0 = settings.max_lag
-    h = jnp.arange(l0)
-    seg = rows.seg[-1]
-    pos = rows.pos[l0:]
-
-    def pick(rows_wanted, match_pos):  # (L0, D) values of the rows whose position matches
-        match = (match_pos[None, :] == rows_wanted[:, None]) & ok[None, :]  # (L0, B)
-        return jnp.take(values, jnp.argmax(match, axis=1), axis=0), jnp.any(match, axis=1)
-
-    new, has = pick(h, head_pos)
-    cur = jax.lax.dynamic_index_in_dim(lags.head, seg, keepdims=False)
-    head = jax.lax.dynamic_update_index_in_dim(lags.head, jnp.where(has[:, None], new, cur), seg, 0)
-    tail = lags.tail
+    head = in_split & (pos < l0)
+    tail = jnp.zeros((), bool)
     if settings.half > 0:
-        # tail row k: position half - 1 - k of the first half
-        new, has = pick(settings.half - 1 - h, jnp.where(rows.seg[l0:] == 0, pos, -1))
-        tail = jnp.where(has[:, None], new, tail)
-    return lags._replace(head=head, tail=tail)
+        tail = in_split & (seg == 0) & (pos >= settings.half - l0)
+    return head, tail
 
 
-def _ends_due(rows: WindowRows, head_pos, settings: LagSettings) -> jax.Array:
-    """Whether some draw of the block may be among the ends :func:`_keep_ends` keeps
-    (from the draw index only, so that the cond stays a branch under ``vmap``)."""
-    l0 = settings.max_lag
-    ins = rows.in_split[l0:]
-    due = jnp.any(ins & (head_pos >= 0) & (head_pos < l0))
+def _proxy_ends(index, seg, pos, in_split, settings: LagSettings) -> tuple[jax.Array, jax.Array]:
+    """Whether draw ``index`` is among the first / last ``max_lag`` of its half's proxy range."""
+    ppos = _proxy_position(seg, pos, settings)
+    head = in_split & (ppos >= 0) & (ppos < settings.max_lag)
+    _, tail = _ends(index, seg, pos, in_split, settings)
+    return head, tail & (ppos >= 0)
+
+
+def _proxy_slow_path(pl: ProxyLags, index, seg, pos, in_split, settings) -> ProxyLags:
+    """Keep the ends of each half's proxy range, clear the ring of the first half's values
+    when the second half starts, flush every ``FLUSH`` draws and once the products of the
+    first half are complete (at draw ``half``), so that partial sums belong to one half."""
+    head_w, tail_w = _proxy_ends(index, seg, pos, in_split, settings)
+    ppos = _proxy_position(seg, pos, settings)
+    head_seg = row_set_where(jax.lax.dynamic_index_in_dim(pl.head, seg, keepdims=False), ppos,
+                             pl.last, head_w)  # fmt: skip
+    head = jax.lax.dynamic_update_index_in_dim(pl.head, head_seg, seg, 0)
+    tail = pl.tail
     if settings.half > 0:
-        due = due | jnp.any(ins & (rows.seg[l0:] == 0) & (rows.pos[l0:] >= settings.half - l0))
-    return due
+        tail = row_set_where(pl.tail, settings.half - 1 - pos, pl.last, tail_w)
+    start = (seg == 1) & (pos == 0)
+    pl = pl._replace(ring=jnp.where(start, 0.0, pl.ring), head=head, tail=tail)
+    half = settings.half
+    row = ((half > 0) & (index > half)).astype(jnp.int32)  # half of the products in partial
+    due = ((index + 1) % FLUSH == 0) | ((half > 0) & (index == half))
+    return jax.lax.cond(due, lambda q: _flush_proxy_lags(q, row), lambda q: q, pl)
 
 
 def _flush_proxy_lags(pl: ProxyLags, seg) -> ProxyLags:
@@ -396,6 +346,20 @@ def _flush_proxy_lags(pl: ProxyLags, seg) -> ProxyLags:
         partial=z(pl.partial), partial_sum=z(pl.partial_sum),
         sums=row_add(pl.sums, seg, pl.partial), half_sum=row_add(pl.half_sum, seg, pl.partial_sum),
     )  # fmt: skip
+
+
+def _write_ends(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
+    """Keep the first and last ``max_lag`` draws of each half (their centring terms)."""
+    l0 = settings.max_lag
+    head_w, tail_w = _ends(index, seg, pos, in_split, settings)
+    head_seg = jax.lax.dynamic_index_in_dim(ex.head, seg, keepdims=False)
+    head_seg = row_set_where(head_seg, pos, y, head_w)
+    head = jax.lax.dynamic_update_index_in_dim(ex.head, head_seg, seg, 0)
+    tail = (
+        row_set_where(ex.tail, settings.half - 1 - pos, y, tail_w) if settings.half > 0 else ex.tail
+    )
+    del l0
+    return ex._replace(head=head, tail=tail)
 
 
 def flush_exact(ex: ExactLags) -> ExactLags:
@@ -468,224 +432,92 @@ def _finish_levels(levels: tuple, index, seg, pos, settings: LagSettings) -> tup
     return cascade(0, tuple(levels))
 
 
-def lag_update(state: LagState, x: jax.Array, index: jax.Array, settings: LagSettings) -> LagState:
-    """Add draw ``index`` of one chain: write ``x`` into the window (no arithmetic per draw).
+def lag_update(state: LagState, y, x, index, seg, pos, in_split, settings: LagSettings) -> LagState:
+    """Add draw ``index`` of one chain (``y = x - c``): the per-draw part, without ``cond``.
 
-    The lagged products, proxies and block sums of a block's draws are computed
-    when the block ends, by :func:`lag_slow_path`.
+    Blocks that end here are processed by :func:`lag_slow_path`.
     """
-    row = settings.max_lag + _slot(index, settings)
-    return state._replace(window=jax.lax.dynamic_update_index_in_dim(state.window, x, row, 0))
-
-
-def _half_end(index, settings: LagSettings) -> jax.Array:
-    """Whether draw ``index`` is the last of the first half's in-split draws, or the
-    middle draw of an odd ``num_draws`` (blocks never straddle the halves)."""
-    if settings.half == 0:
-        return jnp.zeros((), bool)
-    return (index == settings.half - 1) | (index == settings.second - 1)
-
-
-def _block_due(index, pos, settings: LagSettings) -> jax.Array:
-    return ((pos + 1) % settings.block == 0) | _half_end(index, settings)
+    k = len(REFERENCE_LEVELS)
+    v = features(y, x, state.active[:k], state.active[k:], settings)
+    w = in_split.astype(y.dtype)
+    if settings.num_features > 2:
+        dw = ((seg == 1) | (index >= settings.reference_draw)).astype(y.dtype) * w
+        v = (v[0] * w, v[1] * w, *tuple(a * dw for a in v[2:]))
+    else:
+        v = tuple(a * w for a in v)
+    exact = _update_exact(state.exact, y, index, seg, pos, in_split, settings)
+    proxy_lags = tuple(
+        _update_proxy_lags(pl, value, index)
+        for pl, value in zip(state.proxy_lags, v[2:], strict=False)
+    )
+    levels = state.levels
+    if levels:
+        acc = tuple(a + b for a, b in zip(levels[0].acc, v, strict=True))
+        levels = (levels[0]._replace(acc=acc), *levels[1:])
+    return state._replace(exact=exact, proxy_lags=proxy_lags, levels=levels)
 
 
 def lag_due(index, seg, pos, in_split, settings: LagSettings) -> jax.Array:
-    """Whether draw ``index`` needs :func:`lag_slow_path` (a lag block ends, or a flush)."""
-    del seg, in_split
-    due = _block_due(index, pos, settings)
+    """Whether draw ``index`` needs :func:`lag_slow_path` (a block or flush period ends,
+    or the draw is among the first / last ``max_lag`` of its half)."""
+    due = jnp.zeros((), bool)
+    if settings.block_sizes:
+        due = due | (in_split & ((pos + 1) % settings.block_sizes[0] == 0))
+        if settings.half > 0:  # the first half's last draw clears its unfinished blocks
+            due = due | (index == settings.second - 1)
     if settings.max_lag > 0:
-        due = due | ((index + 1) % FLUSH == 0)
+        head, tail = _ends(index, seg, pos, in_split, settings)
+        due = due | ((index + 1) % FLUSH == 0) | head | tail
+        if settings.proxy_lags > 0:
+            head, _ = _proxy_ends(index, seg, pos, in_split, settings)
+            due = due | head | ((settings.half > 0) & (index == settings.half))
     return due
 
 
 def set_reference(state: LagState, row: jax.Array, knots: jax.Array) -> LagState:
-    """Fix half ``row``'s reference quantiles ``(9, D)`` (the knots of its proxies)."""
+    """Fix half ``row``'s reference quantiles ``(9, D)``; they become the active ones."""
     slopes = reference_slopes(knots)
     return state._replace(
         reference=jax.lax.dynamic_update_index_in_dim(state.reference, knots, row, 0),
         slopes=jax.lax.dynamic_update_index_in_dim(state.slopes, slopes, row, 0),
+        active=jnp.concatenate([knots, slopes]),
     )
 
 
-def _masked_features(state: LagState, x, pilot, index, seg, settings: LagSettings) -> tuple:
-    """Features of draws ``x`` ``(n, D)`` (draw indices ``index`` ``(n,)``, all in half
-    ``seg``), zero outside the split (all) and outside the half's proxy range (proxies)."""
-    dtype = x.dtype
-    y = x - pilot[None]  # as computed per draw: the same values
-    knots = jax.lax.dynamic_index_in_dim(state.reference, seg, keepdims=False)
-    slopes = jax.lax.dynamic_index_in_dim(state.slopes, seg, keepdims=False)
-    v = features(y, x, knots, slopes, settings)
-    row_seg, _, in_split = _split(index, settings)
-    w = in_split.astype(dtype)[:, None]
-    if settings.num_features > 2:
-        in_range = (row_seg == 1) | (index >= settings.reference_draw)
-        dw = in_range.astype(dtype)[:, None] * w
-        return (v[0] * w, v[1] * w, *tuple(a * dw for a in v[2:]))
-    return tuple(a * w for a in v)
-
-
-def _block_features(state: LagState, pilot, rows: WindowRows, seg, settings) -> tuple:
-    """``(block, windows)``: the block's draws' features (masked), each ``(B, D)``, and
-    for each proxy with exact lags its values over the window, ``(R, D)`` (the block's
-    after the ``L0`` kept in its :class:`ProxyLags`)."""
-    l0 = settings.max_lag
-    block = _masked_features(state, state.window[l0:], pilot, rows.index[l0:], seg, settings)
-    windows = tuple(
-        jnp.concatenate([pl.window, block[BULK + k]]) for k, pl in enumerate(state.proxy_lags)
-    )
-    return block, windows
-
-
-def _lag_block(
-    state: LagState,
-    pilot,
-    rows: WindowRows,
-    index,
-    seg,
-    pos,
-    settings: LagSettings,
-    levels: bool,
-    features: tuple | None = None,
-) -> LagState:
-    """Add the block's ``rows.pending`` draws (window rows ``L0 ..``; the last is draw
-    ``index``, in half ``seg`` at ``pos``) to the exact lags, the proxy lags and, with
-    ``levels``, the finest block level; then shift the windows by them. ``features``:
-    :func:`_block_features`, computed here if not given."""
-    l0, b = settings.max_lag, settings.block
-    dtype = state.window.dtype
-    p = rows.pending
-    valid = jnp.arange(b) < p  # (B,): block rows holding pending draws
-    weight = valid.astype(dtype)
-    xw = state.window
-    if features is None:
-        features = _block_features(state, pilot, rows, seg, settings)
-    block, windows = features
-    lag = (l0 - jnp.arange(l0 + 1))[:, None]  # (L0 + 1, 1): lag of each row of the sums
-    within = lag <= rows.pos[None, l0:]  # (L0 + 1, B): the pair lies in the draw's half
-    block_split = rows.in_split[l0:]
-
-    def shift(w):  # the last L0 rows once the pending draws are added
-        return jax.lax.dynamic_slice_in_dim(w, p, l0)
-
+def lag_slow_path(state: LagState, y, index, seg, pos, in_split, settings: LagSettings) -> LagState:
+    """Rare per-draw work: ends of halves, flushes, finished blocks (nested conds)."""
     exact = state.exact
-    window = xw
-    if l0 > 0:
-        yw = xw - pilot[None]
-        use = (within & (block_split & valid)[None]).astype(dtype)
-        exact = exact._replace(partial=exact.partial + _lagged_products(yw, use))
-        exact = jax.lax.cond(
-            _ends_due(rows, rows.pos[l0:], settings),
-            lambda e: _keep_ends(e, yw[l0:], rows, rows.pos[l0:], block_split & valid, settings),
-            lambda e: e,
-            exact,
-        )
-        window = jax.lax.dynamic_update_slice_in_dim(xw, shift(xw), 0, 0)
-
-    proxy_lags = []
-    head_pos = _proxy_position(rows.seg[l0:], rows.pos[l0:], settings)
-    ok = block_split & valid & (head_pos >= 0)
-    use = (within & valid[None]).astype(dtype)
-    for pl, values in zip(state.proxy_lags, windows, strict=True):
-        # values (R, D): zero outside the half's proxy range
-        pl = pl._replace(
-            window=shift(values),
-            partial=pl.partial + _lagged_products(values, use),
-            partial_sum=pl.partial_sum + _sum_rows(values[l0:], weight),
-        )
-        pl = jax.lax.cond(
-            _ends_due(rows, jnp.where(head_pos >= 0, head_pos, l0), settings),
-            lambda q, values=values: _keep_ends(q, values[l0:], rows, head_pos, ok, settings),
-            lambda q: q,
-            pl,
-        )
-        proxy_lags.append(pl)
-
-    lv = state.levels
-    if levels and lv:
-        # the block's draws in groups of the finest level's block size (one group when
-        # that is B or more), each closing a level-0 block when its last draw ends one
-        b0 = settings.block_sizes[0]
-        g = min(b0, b)
-        last = l0 + np.arange(g - 1, b, g)  # window row of each group's last draw
-        groups = (
-            tuple(
-                jnp.stack([_sum_rows(a[k : k + g], weight[k : k + g]) for k in range(0, b, g)])
-                for a in block
-            ),  # F x (groups, D)
-            rows.index[last], rows.seg[last], rows.pos[last],
-            valid[last - l0] & rows.in_split[last] & ((rows.pos[last] + 1) % b0 == 0),
-        )  # fmt: skip
-
-        def group(lv: tuple, xs: tuple) -> tuple:
-            sums, at_index, at_seg, at_pos, done = xs
-            acc = tuple(a + s for a, s in zip(lv[0].acc, sums, strict=True))
-            lv = (lv[0]._replace(acc=acc), *lv[1:])
-            finish = lambda q: _finish_levels(q, at_index, at_seg, at_pos, settings)  # noqa: E731
-            return jax.lax.cond(done, finish, lambda q: q, lv), None
-
-        if b // g == 1:
-            lv, _ = group(lv, jax.tree.map(lambda a: a[0], groups))
-        else:  # one copy of the level cascade in the program, not one per group
-            lv, _ = jax.lax.scan(group, lv, groups)
-        # incomplete blocks of the first half do not carry into the second
-        end = _half_end(index, settings)
-        lv = tuple(lvl._replace(acc=tuple(jnp.where(end, 0.0, a) for a in lvl.acc)) for lvl in lv)
-    return state._replace(window=window, exact=exact, proxy_lags=tuple(proxy_lags), levels=lv)
-
-
-def lag_slow_path(state: LagState, pilot, index, seg, pos, settings: LagSettings) -> LagState:
-    """Rare per-draw work: a finished lag block, flushes (nested conds).
-
-    ``pilot``: the shift ``c`` of the elements with lags.
-    """
-    rows = _window_rows(index, _slot(index, settings) + 1, settings)
-
-    # The cond carries only what the block changes (the reference, read here, stays out).
-    def block(parts: dict) -> dict:
-        out = _lag_block(
-            state._replace(**parts), pilot, rows, index, seg, pos, settings, True, features
-        )
-        return {k: getattr(out, k) for k in parts}
-
-    due = _block_due(index, pos, settings)
-    # The features in a cond of their own, so that they are computed once, into buffers:
-    # XLA on CPU fuses cheap elementwise producers into each consumer, even ones that
-    # read every value B times (the lagged products), and drops optimization barriers.
-    features = jax.lax.cond(
-        due,
-        lambda: _block_features(state, pilot, rows, seg, settings),
-        lambda: jax.tree.map(
-            jnp.zeros_like,
-            jax.eval_shape(lambda: _block_features(state, pilot, rows, seg, settings)),
-        ),
-    )
-    parts = {k: getattr(state, k) for k in ("window", "exact", "proxy_lags", "levels")}
-    parts = jax.lax.cond(due, block, lambda q: q, parts)
-    state = state._replace(**parts)
     if settings.max_lag > 0:
-        flush = (index + 1) % FLUSH == 0
-        exact = jax.lax.cond(flush, flush_exact, lambda e: e, state.exact)
-        half = settings.half
-        # each half's proxy products are flushed into their own row
-        due = flush | ((half > 0) & (index == half - 1))
-        row = ((half > 0) & (index >= half)).astype(jnp.int32)
-        proxy_lags = tuple(
-            jax.lax.cond(due, lambda q: _flush_proxy_lags(q, row), lambda q: q, pl)
-            for pl in state.proxy_lags
+        exact = _write_ends(exact, y, index, seg, pos, in_split, settings)
+        exact = jax.lax.cond((index + 1) % FLUSH == 0, flush_exact, lambda e: e, exact)
+    proxy_lags = tuple(
+        _proxy_slow_path(pl, index, seg, pos, in_split, settings) for pl in state.proxy_lags
+    )
+    levels = state.levels
+    if levels:
+        done = in_split & ((pos + 1) % settings.block_sizes[0] == 0)
+        levels = jax.lax.cond(
+            done, lambda lv: _finish_levels(lv, index, seg, pos, settings), lambda lv: lv, levels
         )
-        state = state._replace(exact=exact, proxy_lags=proxy_lags)
-    return state
+        if settings.half > 0:  # unfinished blocks of the first half stay out of the second
+            end = index == settings.second - 1
+            levels = tuple(
+                lvl._replace(acc=tuple(jnp.where(end, 0.0, a) for a in lvl.acc)) for lvl in levels
+            )
+    return state._replace(exact=exact, proxy_lags=proxy_lags, levels=levels)
 
 
-def _close_exact(ex: ExactLags, recent, half_count, half_sum, settings: LagSettings) -> ExactLags:
-    """Centre the exact lag sums at each half's mean (``half_sum`` ``(2, D)``, exact sums of
-    y; ``recent`` ``(L0, D)``: the last draws' y, newest first)."""
+def _close_exact(ex: ExactLags, half_count, half_sum, count, settings: LagSettings) -> ExactLags:
+    """Centre the exact lag sums at each half's mean (``half_sum`` ``(2, D)``, exact sums of y)."""
     l0 = settings.max_lag
     if l0 == 0:
         return ex
     dtype = ex.sums.dtype
     sums = (ex.sums + ex.partial)[::-1][1:]  # lags 1 .. L0 (row t - 1: lag t)
+    m = l0 + 1
+    recent = jax.lax.dynamic_slice_in_dim(ex.ring, (count - 1) % m + 1, m)[::-1][
+        :l0
+    ]  # newest first
     first_done = (settings.half > 0) & (half_count[0] >= settings.half)
     t = jnp.arange(1, l0 + 1)
     corr = jnp.zeros_like(sums)
@@ -701,24 +533,25 @@ def _close_exact(ex: ExactLags, recent, half_count, half_sum, settings: LagSetti
         corr = corr + jnp.where((t < n)[:, None], term, 0.0)
     z = jnp.zeros_like
     closed = jnp.concatenate([(sums + corr)[::-1], jnp.zeros_like(sums[:1])])  # rows as open
-    return ExactLags(z(ex.partial), closed, z(ex.head), z(ex.tail))
+    return ExactLags(z(ex.ring), z(ex.partial), closed, z(ex.head), z(ex.tail))
 
 
 def _close_proxy_lags(
-    pl: ProxyLags, recent, half_count, count, indicator: bool, settings: LagSettings
+    pl: ProxyLags, half_count, count, indicator: bool, settings: LagSettings
 ) -> ProxyLags:
     """Centre each half's lag sums at the mean over the half's proxy range and fold them
-    into ``closed``: summed (the bulk), or as autocorrelations (an ``indicator``).
-    ``recent`` ``(L0, D)``: the last draws' values, newest first; the pending draws must
-    have been added (:func:`_lag_block`)."""
+    into ``closed``: summed (the bulk), or as autocorrelations (an ``indicator``)."""
     l0 = settings.max_lag
     dtype = pl.sums.dtype
+    pl = _proxy_products(pl, count - 1)  # the last draw (see _update_proxy_lags)
     last_seg = ((settings.half > 0) & (count - 1 >= settings.half)).astype(jnp.int32)
     sums = row_add(pl.sums, last_seg, pl.partial)
     half_sum = row_add(pl.half_sum, last_seg, pl.partial_sum)
+    m = l0 + 1
+    recent = jax.lax.dynamic_slice_in_dim(pl.ring, (count - 1) % m + 1, m)[::-1][:l0]
     first_done = (settings.half > 0) & (half_count[0] >= settings.half)
     t = jnp.arange(l0 + 1)  # lags 0 .. L0
-    zero = jnp.zeros_like(pl.partial_sum)[None]
+    zero = jnp.zeros_like(pl.last)[None]
     closed = pl.closed
     for j in range(2):
         n = jnp.maximum(half_count[j] - (settings.reference_draw if j == 0 else 0), 0)
@@ -736,7 +569,7 @@ def _close_proxy_lags(
             centred = jnp.where(ok[None], centred / jnp.where(ok, centred[0], 1.0)[None], 0.0)
         closed = closed + centred
     z = jnp.zeros_like
-    return ProxyLags(z(pl.window), z(pl.partial), z(pl.partial_sum), z(pl.sums),
+    return ProxyLags(z(pl.last), z(pl.ring), z(pl.partial), z(pl.partial_sum), z(pl.sums),
                      z(pl.half_sum), z(pl.head), z(pl.tail), closed)  # fmt: skip
 
 
@@ -782,21 +615,17 @@ def _close_level(lvl: BlockLevel, proxy_var: tuple, p: int) -> BlockLevel:
 
 
 def lag_close(
-    state: LagState, pilot, half_count, half_sum, proxy_var: tuple, count, settings: LagSettings
+    state: LagState, half_count, half_sum, proxy_var: tuple, count, settings: LagSettings
 ) -> LagState:
     """Fold one chain's open lag state into the closed form.
 
     Parameters
     ----------
-    pilot
-        ``(D,)``: the shift ``c`` of the elements with lags.
     half_count, half_sum
         ``(2,)`` and ``(2, D)``: the exact count and sum of ``y`` of each split
         half (from the moments).
     count
         Draws the chain has seen (the middle one of an odd ``num_draws`` included).
-        The draws of an unfinished lag block are added first; an unfinished block
-        of a block level is dropped.
     proxy_var
         Per proxy feature, ``(2, D)``: each half's per-draw variance (from the
         histograms; empty without proxies).
@@ -808,23 +637,15 @@ def lag_close(
         tuple(c + jnp.sum(n * v, axis=0) for c, v in zip(pm.closed_ss, proxy_var, strict=True)),
         pm.closed_count + jnp.sum(half_count).astype(dtype),
     )
-    l0 = settings.max_lag
-    index = count - 1
-    seg, pos, _ = _split(index, settings)
-    pending = jnp.where(_block_due(index, pos, settings), 0, _slot(index, settings) + 1)
-    rows = _window_rows(index, pending, settings)
-    state = _lag_block(state, pilot, rows, index, seg, pos, settings, levels=False)
-    last = state.window[:l0]  # the last L0 draws, oldest first
-    recent = (last - pilot[None])[::-1]
-    exact = _close_exact(state.exact, recent, half_count, half_sum, settings)
+    exact = _close_exact(state.exact, half_count, half_sum, count, settings)
     proxy_lags = tuple(
-        _close_proxy_lags(pl, pl.window[::-1], half_count, count, k > 0, settings)
+        _close_proxy_lags(pl, half_count, count, k > 0, settings)
         for k, pl in enumerate(state.proxy_lags)
     )
     levels = tuple(_close_level(lvl, proxy_var, settings.num_pooled) for lvl in state.levels)
     z = jnp.zeros_like
     return LagState(
-        z(state.reference), z(state.slopes), z(state.window), exact, proxy_lags, levels, proxies
+        z(state.reference), z(state.slopes), z(state.active), exact, proxy_lags, levels, proxies
     )
 
 
@@ -853,7 +674,7 @@ def lag_combine(a: LagState, b: LagState) -> LagState:
         closed_ss=add(a.proxies.closed_ss, b.proxies.closed_ss),
         closed_count=a.proxies.closed_count + b.proxies.closed_count,
     )
-    return LagState(a.reference, a.slopes, a.window, exact, proxy_lags, levels, proxies)
+    return LagState(a.reference, a.slopes, a.active, exact, proxy_lags, levels, proxies)
 
 
 # -- ESS --------------------------------------------------------------------------------------

@@ -426,7 +426,7 @@ def _close(state: DiagnosticsState, settings: DiagnosticsSettings) -> Diagnostic
                 proxy_var = _proxy_variance(grid, lags, ph, xmin, xmax, settings)
             hist = histogram_close(hist, ph, xmin, xmax, settings.histogram, grid)
         if lags is not None:
-            lags = lag_close(lags, ph, half_count, half_sum, proxy_var, state.count, settings.lags)
+            lags = lag_close(lags, half_count, half_sum, proxy_var, state.count, settings.lags)
         return DiagnosticsState(
             state.pilot, jnp.zeros_like(state.count), state.num_chains + 1, state.consistent,
             moments, hist, lags,
@@ -504,10 +504,6 @@ def _slow_path(
         )
     if lags is not None:
         if settings.lags.proxies:
-            # Fix a half's reference first: the block below reads it after the write, so
-            # XLA updates it in place (read first, it was copied at every draw). The block
-            # never needs the old value: at reference1 it reads the first half's (row 0),
-            # and at reference0 its draws all precede reference_draw (no proxies yet).
             row = events["reference1"].astype(jnp.int32)
 
             def fix(h, lg):
@@ -516,7 +512,7 @@ def _slow_path(
 
             due = events["reference0"] | events["reference1"]
             lags = jax.lax.cond(due, fix, lambda h, lg: lg, hist, lags)
-        lags = lag_slow_path(lags, pilot, index, seg, pos, settings.lags)
+        lags = lag_slow_path(lags, y, index, seg, pos, in_split, settings.lags)
     return state._replace(moments=moments, histogram=hist, lags=lags)
 
 
@@ -553,7 +549,7 @@ def _make_core(settings: DiagnosticsSettings) -> tuple:
         if hist is not None:
             hist = histogram_update(hist, y, index, seg, settings.histogram)
         if lags is not None:
-            lags = lag_update(lags, x, index, settings.lags)
+            lags = lag_update(lags, y, x, index, seg, pos, in_split, settings.lags)
         state = DiagnosticsState(
             state.pilot, index + 1, state.num_chains, state.consistent, moments, hist, lags
         )
