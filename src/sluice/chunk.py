@@ -106,9 +106,9 @@ class ChunkProgram:
         object.__setattr__(self, "compile_seconds", 0.0)
 
     def compiled(self, name: str, *args: Any, timed: bool = True) -> Callable:
-        """The executable of ``init``, ``advance`` or ``advance_donated`` for these arguments (arrays or
-        ``jax.ShapeDtypeStruct``), compiled ahead of time on first use
-        (``compile_seconds`` accumulates the time spent, unless not ``timed``)."""
+        """The executable of ``init``, ``advance`` or ``advance_donated`` for these
+        arguments (arrays or ``jax.ShapeDtypeStruct``), compiled ahead of time on first
+        use (``compile_seconds`` accumulates the time spent, unless not ``timed``)."""
         leaves, treedef = jax.tree.flatten(args)
         key = (name, treedef, tuple((np.shape(x), _dtype(x)) for x in leaves))
         executable = self._executables.get(key)
