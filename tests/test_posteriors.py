@@ -41,8 +41,15 @@ def test_independent_gaussians_with_different_scales():
 def test_correlated_gaussian_with_dense_mass_matrix():
     cov = np.array([[1.0, 0.9, 0.3], [0.9, 2.0, 0.5], [0.3, 0.5, 0.5]])
     precision = jnp.asarray(np.linalg.inv(cov), jnp.float32)
+    # 1000 warmup iterations: the last window's ~500 draws estimate the covariance to
+    # ~0.1 (4 chains averaged); after 500 the [1, 1] element's sd was ~0.15 and one
+    # compile's rounding was enough to move seed 2 from 1.96 to 1.65 (tolerance 0.25).
     run = sluice.sample(
-        lambda x: -0.5 * x @ precision @ x, init=jnp.zeros(3), dense_mass=True, seed=2, **SETTINGS
+        lambda x: -0.5 * x @ precision @ x,
+        init=jnp.zeros(3),
+        dense_mass=True,
+        seed=2,
+        **{**SETTINGS, "warmup": 1000},
     )
     x = run.draws["x"]
     check_moments(x, np.zeros(3), np.sqrt(np.diag(cov)))

@@ -150,94 +150,115 @@ class ChunkProgram:
             out["log_likelihood"] = self.flat_model.log_likelihood_fn(consts, position)
         return out
 
-    def _chain_steps(
+    def _chain_step(
         self,
         consts: Any,
         chain_id: jax.Array,
         num_warmup: jax.Array,
         schedule: Schedule,
         keys: RunKeys,
-    ) -> tuple[Callable, Callable]:
-        """One chain's ``warmup_step(i, carry) -> (carry, counters)`` and
-        ``draw_step(i, carry) -> (carry, counters, record, draw)``.
+    ) -> Callable:
+        """One chain's ``step(warming, i, carry) -> (carry, counters, record)``.
 
-        ``draw_step`` returns the draw; :meth:`_loop` updates the statistics with it.
+        One kernel step serves both phases (``warming`` is the same for a whole
+        chunk): two phase-specific copies of the kernel made the program twice as
+        large, and the kernel dominates its compile time. The step reads
+        ``carry.params``, which the warmup keeps equal to the adaptation's current
+        parameters (and sets to its final ones at the last warmup iteration).
+
+        Each phase's own work (the adaptation; the statistics' update) runs in a
+        loop of zero or one iteration rather than a ``cond``: XLA copies a
+        ``cond``'s operand that one branch returns unchanged, and the statistics'
+        state (megabytes for a large model) was copied at every draw.
         """
         logdensity = self._logdensity(consts)
         adapt = self.kernel.adaptation()
         warmup_key = jax.random.fold_in(keys.warmup, chain_id)
         draws_key = jax.random.fold_in(keys.draws, chain_id)
 
-        def warmup_step(i: jax.Array, carry: ChainCarry) -> tuple[ChainCarry, ChunkCounters]:
+        def step(warming: jax.Array, i: jax.Array, carry: ChainCarry):
             key, aux_key = jax.random.split(jax.random.fold_in(warmup_key, i))
-            params = KernelParams(*adapt.params(carry.adaptation))
-            kstate, stats = self.kernel.step(key, carry.kernel, logdensity, params)
-            astate, window_ended = adapt.update(
-                carry.adaptation, i, schedule, kstate, stats["acceptance_rate"]
-            )
-
-            def new_step_size(astate: AdaptationState) -> tuple[AdaptationState, jax.Array]:
-                # Stan re-initialises the step size for the new metric.
-                step_size, n = self.kernel.find_step_size(
-                    aux_key, kstate, logdensity, KernelParams(*adapt.params(astate))
-                )
-                return adapt.restart(astate, step_size), n
-
-            astate, extra = jax.lax.cond(
-                window_ended, new_step_size, lambda a: (a, jnp.int32(0)), astate
-            )
-            final = KernelParams(*adapt.final(astate))
-            params = jax.tree.map(
-                lambda new, old: jnp.where(i == num_warmup - 1, new, old), final, carry.params
-            )
-            counters = _ZERO._replace(num_gradients=stats["n_steps"] + extra)
-            return ChainCarry(kstate, astate, params, carry.stats), counters
-
-        def draw_step(i: jax.Array, carry: ChainCarry):
-            key = jax.random.fold_in(draws_key, i - num_warmup)
+            key = jnp.where(warming, key, jax.random.fold_in(draws_key, i - num_warmup))
             kstate, stats = self.kernel.step(key, carry.kernel, logdensity, carry.params)
-            draw = self.flat_model.draws_fn(consts, kstate.position)
-            counters = ChunkCounters(
-                stats["n_steps"],
-                stats["diverging"].astype(jnp.int32),
-                stats["acceptance_rate"].astype(jnp.float32),
+
+            def adapt_(_, acc):
+                astate, params, _ = acc
+                astate, window_ended = adapt.update(
+                    astate, i, schedule, kstate, stats["acceptance_rate"]
+                )
+
+                def new_step_size(astate: AdaptationState) -> tuple[AdaptationState, jax.Array]:
+                    # Stan re-initialises the step size for the new metric.
+                    step_size, n = self.kernel.find_step_size(
+                        aux_key, kstate, logdensity, KernelParams(*adapt.params(astate))
+                    )
+                    return adapt.restart(astate, step_size), n
+
+                astate, extra = jax.lax.cond(
+                    window_ended, new_step_size, lambda a: (a, jnp.int32(0)), astate
+                )
+                params = jax.tree.map(
+                    lambda final, current: jnp.where(i == num_warmup - 1, final, current),
+                    KernelParams(*adapt.final(astate)),
+                    KernelParams(*adapt.params(astate)),
+                )
+                return astate, params, extra
+
+            once, never = jnp.int32(1), jnp.int32(0)
+            astate, params, extra = jax.lax.fori_loop(
+                0,
+                jnp.where(warming, once, never),
+                adapt_,
+                (carry.adaptation, carry.params, jnp.int32(0)),
             )
-            record = self._record(consts, kstate.position, stats) if self.record else None
-            return carry._replace(kernel=kstate), counters, record, draw
+            statistics = jax.lax.fori_loop(
+                0,
+                jnp.where(warming, never, once),
+                lambda _, s: self.statistic.update(
+                    s, self.flat_model.draws_fn(consts, kstate.position)
+                ),
+                carry.stats,
+            )
+            record = None
+            if self.record:
+                shape = jax.eval_shape(self._record, consts, kstate.position, stats)
+                record = jax.lax.cond(
+                    warming,
+                    lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape),
+                    lambda: self._record(consts, kstate.position, stats),
+                )
+            sampling = jnp.logical_not(warming)
+            counters = ChunkCounters(
+                stats["n_steps"] + extra,
+                (stats["diverging"] & sampling).astype(jnp.int32),
+                jnp.where(sampling, stats["acceptance_rate"], 0).astype(jnp.float32),
+            )
+            return ChainCarry(kstate, astate, params, statistics), counters, record
 
-        return warmup_step, draw_step
+        return step
 
-    def _loop(
-        self,
-        carry: ChainCarry,
-        start: jax.Array,
-        stop: jax.Array,
-        num_warmup: jax.Array,
-        warmup_step: Callable,
-        draw_step: Callable,
-    ):
+    def _loop(self, carry: ChainCarry, start, stop, num_warmup, step: Callable):
         """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase.
 
         A chunk lies within one phase (the host never lets one straddle the end of
-        warmup), so the phase is chosen once per chunk and each phase loops only
-        over its valid iterations: no per-iteration branch passes the (possibly
-        large) statistics state around, and a short chunk does no work for its
-        missing iterations. Records go to row ``i - start`` of preallocated
-        ``(chunk_size, ...)`` buffers.
+        warmup), so ``warming`` is the same for all its iterations, and the loop
+        runs only over valid iterations: a short chunk does no work for its missing
+        ones. Records go to row ``i - start`` of preallocated ``(chunk_size, ...)``
+        buffers (left at zero during warmup).
         """
         end = jnp.minimum(start + self.chunk_size, stop)
-        counters_shape, record_shape = jax.eval_shape(lambda: draw_step(start, carry)[1:3])
+        warming = start < num_warmup
+        counters_shape, record_shape = jax.eval_shape(lambda: step(warming, start, carry)[1:])
         zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), counters_shape)
+        buffers = None
+        if record_shape is not None:
+            buffers = jax.tree.map(
+                lambda s: jnp.zeros((self.chunk_size, *s.shape), s.dtype), record_shape
+            )
 
-        def warmup_body(i, acc):
+        def body(i, acc):
             carry, totals, out = acc
-            carry, counters = warmup_step(i, carry)
-            return carry, jax.tree.map(jnp.add, totals, counters), out
-
-        def draw_body(i, acc):
-            carry, totals, out = acc
-            carry, counters, record, draw = draw_step(i, carry)
-            carry = carry._replace(stats=self.statistic.update(carry.stats, draw))
+            carry, counters, record = step(warming, i, carry)
             if out is not None:
                 out = jax.tree.map(
                     lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, i - start, 0),
@@ -246,23 +267,12 @@ class ChunkProgram:
                 )
             return carry, jax.tree.map(jnp.add, totals, counters), out
 
-        buffers = None
-        if record_shape is not None:
-            buffers = jax.tree.map(
-                lambda s: jnp.zeros((self.chunk_size, *s.shape), s.dtype),
-                record_shape,
-            )
-        return jax.lax.cond(
-            start < num_warmup,
-            lambda acc: jax.lax.fori_loop(start, end, warmup_body, acc),
-            lambda acc: jax.lax.fori_loop(start, end, draw_body, acc),
-            (carry, zero, buffers),
-        )
+        return jax.lax.fori_loop(start, end, body, (carry, zero, buffers))
 
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
         """One chunk of one chain (batched over chains by ``lax.map`` or ``vmap``)."""
-        warmup_step, draw_step = self._chain_steps(consts, chain_id, num_warmup, schedule, keys)
-        return self._loop(carry, start, stop, num_warmup, warmup_step, draw_step)
+        step = self._chain_step(consts, chain_id, num_warmup, schedule, keys)
+        return self._loop(carry, start, stop, num_warmup, step)
 
     # -- batching over chains and devices -----------------------------------
     def _sharded(self, batched: Callable, num_unbatched_tail: int) -> Callable:

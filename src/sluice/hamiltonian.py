@@ -673,19 +673,25 @@ def find_step_size(
         h1 = -logp + 0.5 * _dot(p, p)
         return jnp.where(jnp.isfinite(h1), h0 - h1, -jnp.inf)
 
+    # One loop traces the trial once (its first pass fixes the direction): the
+    # trial is a leapfrog step with inline random numbers, and a second copy of it
+    # outside the loop made this function take twice as long to compile.
     eps0 = jnp.asarray(step_size, x0.dtype)
-    first = delta_h(0, eps0)
-    direction = jnp.where(first > log_target, 1.0, -1.0).astype(x0.dtype)
+    grow = jnp.asarray(2.0, x0.dtype)
+    shrink = jnp.asarray(0.5, x0.dtype)
 
     def cond(carry):
-        i, eps, dh = carry
+        i, eps, dh, direction = carry
         crossed = jnp.where(direction > 0, dh <= log_target, dh >= log_target)
-        return (~crossed) & (i < max_iterations) & (eps > 1e-8) & (eps < 1e7)
+        return (i == 0) | ((~crossed) & (i < max_iterations) & (eps > 1e-8) & (eps < 1e7))
 
     def body(carry):
-        i, eps, _ = carry
-        eps = eps * jnp.where(direction > 0, 2.0, 0.5).astype(eps.dtype)
-        return i + 1, eps, delta_h(i, eps)
+        i, eps, _, direction = carry
+        eps = jnp.where(i == 0, eps, eps * jnp.where(direction > 0, grow, shrink))
+        dh = delta_h(i, eps)
+        direction = jnp.where(i == 0, jnp.where(dh > log_target, 1.0, -1.0), direction)
+        return i + 1, eps, dh, direction.astype(x0.dtype)
 
-    i, eps, _ = jax.lax.while_loop(cond, body, (jnp.int32(1), eps0, first))
+    zero = jnp.zeros((), x0.dtype)
+    i, eps, _, _ = jax.lax.while_loop(cond, body, (jnp.int32(0), eps0, zero, zero))
     return eps, i
