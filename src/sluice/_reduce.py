@@ -31,6 +31,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from sluice import _memory
+
 __all__ = ["call", "clear", "compiled", "precompile", "wait"]
 
 _MAX_EXECUTABLES = 64
@@ -66,6 +68,7 @@ def compiled(fn: Callable, args: tuple) -> Callable:
         try:
             specs = jax.tree.map(_spec, args)
             future.set_result(jax.jit(fn).lower(*specs).compile())
+            _memory.release()  # the compile's freed heap
         except BaseException as error:
             with _LOCK:
                 if _EXECUTABLES.get(key) is future:

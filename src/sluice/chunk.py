@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
+from sluice import _memory
 from sluice.adaptation import AdaptationState, Schedule
 from sluice.kernels import Kernel, KernelParams, KernelState
 from sluice.model import FlatModel
@@ -115,6 +116,7 @@ class ChunkProgram:
         if executable is None:
             t0 = time.perf_counter()
             executable = getattr(self, name).lower(*args).compile()
+            _memory.release()  # the compile's freed heap (see sluice._memory)
             if timed:
                 self.add_compile_seconds(time.perf_counter() - t0)
             self._executables[key] = executable
