@@ -1,0 +1,124 @@
+"""Resident memory over one Zarr run, sampled every 50 ms, with the run's phases marked.
+
+The run is ``bench/store.py``'s big model (a Gaussian of ``--dim`` elements,
+4 chains, ``ZarrSink``, default statistics, chunks of ``--chunk-size``). The
+report gives, for each interval between two events (compiles of the chunk
+program and of the statistics' start/merge/finalize, the start of the
+statistics, the end of the run), the largest and the last RSS seen in it,
+then a timeline every 2 s. Events are marked by wrapping
+``ChunkProgram.compiled``, ``sluice._reduce.compiled`` and
+``_Session._start_statistics`` (a compile in a background thread shows as
+the interval it took there).
+
+Run: ``PYTHONPATH=src python bench/rss_trace.py --draws 1000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+
+import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, default=50_000)
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--chunk-size", type=int, default=100)
+    args = parser.parse_args()
+
+    process = psutil.Process()
+    trace: list[tuple[float, int]] = []
+    marks: list[tuple[float, str]] = []
+
+    def monitor() -> None:
+        while True:
+            trace.append((time.perf_counter(), process.memory_info().rss))
+            time.sleep(0.05)
+
+    threading.Thread(target=monitor, daemon=True).start()
+    t_start = time.perf_counter()
+
+    import sluice
+    from sluice import _reduce, chunk, engine
+    from store import gaussian
+
+    def wrap_program(compiled):
+        def wrapped(self, name, *a, timed=True):
+            known = len(self._executables)
+            t0 = time.perf_counter()
+            result = compiled(self, name, *a, timed=timed)
+            if len(self._executables) > known:
+                marks.append((t0, f"compile {name} start"))
+                marks.append((time.perf_counter(), f"compile {name} end"))
+            return result
+
+        return wrapped
+
+    def wrap_reduce(compiled):
+        def wrapped(fn, a):
+            t0 = time.perf_counter()
+            result = compiled(fn, a)
+            seconds = time.perf_counter() - t0
+            if seconds > 0.05:  # a compile (or a wait for one), not a cache hit
+                name = getattr(fn, "__name__", "?")
+                marks.append((t0, f"statistics {name} compile start"))
+                marks.append((t0 + seconds, f"statistics {name} compile end ({seconds:.1f} s)"))
+            return result
+
+        return wrapped
+
+    start_statistics = engine._Session._start_statistics
+
+    def started(self):
+        marks.append((time.perf_counter(), "statistics start (sampling begins)"))
+        return start_statistics(self)
+
+    chunk.ChunkProgram.compiled = wrap_program(chunk.ChunkProgram.compiled)
+    _reduce.compiled = wrap_reduce(_reduce.compiled)
+    engine._Session._start_statistics = started
+
+    model = gaussian(args.dim)
+    marks.append((time.perf_counter(), "sample() called"))
+    with tempfile.TemporaryDirectory() as tmp:
+        run = sluice.sample(
+            model,
+            chains=4,
+            warmup=args.warmup,
+            draws=args.draws,
+            chunk_size=args.chunk_size,
+            seed=2,
+            sink=sluice.ZarrSink(os.path.join(tmp, "run.zarr")),
+            progress=False,
+        )
+        marks.append((time.perf_counter(), "sample() returned"))
+        time.sleep(0.1)
+    info = run.info
+    print(f"dim={args.dim} draws={args.draws} warmup={args.warmup} chunk={args.chunk_size}")
+    print(f"compile {info.compile_seconds:.1f} s, warmup {info.warmup_seconds:.1f} s, "
+          f"sampling {info.sampling_seconds:.1f} s")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(f"peak RSS (getrusage): {peak / 1e6:.0f} MB")
+    events = sorted(marks)
+    bounds = [t_start] + [t for t, _ in events] + [time.perf_counter()]
+    labels = ["import"] + [label for _, label in events]
+    for (a, b), label in zip(zip(bounds[:-1], bounds[1:]), labels):
+        seen = [r for t, r in trace if a <= t < b]
+        if seen:
+            print(f"after '{label}' ({b - a:.1f} s): max {max(seen) / 1e6:.0f} MB, "
+                  f"last {seen[-1] / 1e6:.0f} MB")  # fmt: skip
+    every = max(1, int(2 / 0.05))
+    print("timeline (s:MB):", " ".join(f"{t - t_start:.0f}:{r / 1e6:.0f}" for t, r in trace[::every]))
+
+
+if __name__ == "__main__":
+    main()
