@@ -115,3 +115,50 @@ def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
     assert sorted(lowered) == ["advance_donated", "init"], lowered
     np.testing.assert_array_equal(beside.draws["x"], plain.draws["x"])
     assert 0 < beside.info.compile_seconds < beside.info.total_seconds
+
+
+@pytest.mark.parametrize("threshold, waits", [(0, True), (2**62, False)])
+def test_large_runs_wait_for_the_statistics_compile_before_sampling(
+    monkeypatch, threshold, waits
+):
+    """A run whose sampling holds at least engine._AWAIT_COMPILE_BYTES starts sampling
+    only once the statistics' background compile is done (its transient heap would
+    stack on the sampling buffers); a smaller one samples beside it."""
+    import threading
+    import time
+
+    import sluice
+    from sluice import engine
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    monkeypatch.setattr(engine, "_AWAIT_COMPILE_BYTES", threshold)
+    release = threading.Event()
+    real = _reduce.compiled
+
+    def slow(fn, args):  # the background compile lasts until the test releases it
+        if threading.current_thread().name == "sluice-precompile":
+            release.wait(timeout=5.0)
+        return real(fn, args)
+
+    monkeypatch.setattr(_reduce, "compiled", slow)
+    seen = []
+    advance = engine._Session._advance
+
+    def spy(self, carry, start, stop):
+        if start >= self.plan.warmup and not seen:  # the first sampling chunk
+            threads = [t for t in threading.enumerate() if t.name == "sluice-precompile"]
+            seen.append(any(t.is_alive() for t in threads))
+            release.set()
+        return advance(self, carry, start, stop)
+
+    monkeypatch.setattr(engine._Session, "_advance", spy)
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2), name="await-normal")
+    t0 = time.perf_counter()
+    run = sluice.sample(model, chains=2, warmup=20, draws=20, sink=None, progress=False,
+                        default_stats=False, stats={"m": stats.mean()})  # fmt: skip
+    release.set()
+    _reduce.wait()
+    assert seen == [not waits]
+    if waits:  # nothing released the compile: sampling began after its 5 s
+        assert time.perf_counter() - t0 >= 5.0
+    np.testing.assert_allclose(np.asarray(run.stats["m"]["x"]).shape, (2,))
