@@ -20,9 +20,9 @@ import arviz as az
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import CompileClock  # noqa: E402
-from samplers import Settings, run_blackjax, run_numpyro, run_sluice  # noqa: E402
-from targets import make_target  # noqa: E402
+from harness import CompileClock
+from samplers import Settings, run_blackjax, run_numpyro, run_sluice
+from targets import make_target
 
 RUNNERS = {"sluice": run_sluice, "blackjax": run_blackjax, "numpyro": run_numpyro}
 

@@ -16,6 +16,7 @@ Run: ``PYTHONPATH=src python bench/rss_trace.py --draws 1000``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import sys
@@ -48,9 +49,10 @@ def main() -> None:
     threading.Thread(target=monitor, daemon=True).start()
     t_start = time.perf_counter()
 
+    from store import gaussian
+
     import sluice
     from sluice import _reduce, chunk, engine
-    from store import gaussian
 
     def wrap_program(compiled):
         def wrapped(self, name, *a, timed=True):
@@ -111,13 +113,15 @@ def main() -> None:
     events = sorted(marks)
     bounds = [t_start] + [t for t, _ in events] + [time.perf_counter()]
     labels = ["import"] + [label for _, label in events]
-    for (a, b), label in zip(zip(bounds[:-1], bounds[1:]), labels):
+    for (a, b), label in zip(itertools.pairwise(bounds), labels, strict=True):
         seen = [r for t, r in trace if a <= t < b]
         if seen:
             print(f"after '{label}' ({b - a:.1f} s): max {max(seen) / 1e6:.0f} MB, "
                   f"last {seen[-1] / 1e6:.0f} MB")  # fmt: skip
     every = max(1, int(2 / 0.05))
-    print("timeline (s:MB):", " ".join(f"{t - t_start:.0f}:{r / 1e6:.0f}" for t, r in trace[::every]))
+    print(
+        "timeline (s:MB):", " ".join(f"{t - t_start:.0f}:{r / 1e6:.0f}" for t, r in trace[::every])
+    )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,9 @@ def main() -> None:
             if rep:
                 times[name].append(run.info.sampling_seconds / (4 * n) * 1e6)
     base = float(np.median(times["none"]))
-    print(f"dim={args.dim} draws={n} chains=4 reps={args.reps} chain_method={run.info.chain_method}")
+    print(
+        f"dim={args.dim} draws={n} chains=4 reps={args.reps} chain_method={run.info.chain_method}"
+    )
     print("| statistics | us per draw (median) | added us | added % |")
     print("|---|---:|---:|---:|")
     for name, values in times.items():

@@ -118,9 +118,7 @@ def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
 
 
 @pytest.mark.parametrize("threshold, waits", [(0, True), (2**62, False)])
-def test_large_runs_wait_for_the_statistics_compile_before_sampling(
-    monkeypatch, threshold, waits
-):
+def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch, threshold, waits):
     """A run whose sampling holds at least engine._AWAIT_COMPILE_BYTES starts sampling
     only once the statistics' background compile is done (its transient heap would
     stack on the sampling buffers); a smaller one samples beside it."""

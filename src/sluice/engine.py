@@ -519,13 +519,8 @@ class _Session:
         p = self.plan
         held = sum(x.nbytes for x in jax.tree.leaves(self.topology.local(self.carry)))
         if p.program.record:
-            per_draw = sum(
-                int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-                for names in p.layout.groups.values()
-                for shape, dtype in names.values()
-            )
             slots = self.topology.local_slots
-            held += 2 * p.chunk * (slots.stop - slots.start) * per_draw
+            held += 2 * p.chunk * (slots.stop - slots.start) * _bytes_per_draw(p.layout)
         if held >= _AWAIT_COMPILE_BYTES:
             t0 = time.perf_counter()
             thread.join()
@@ -825,15 +820,19 @@ def _resolve_chunk_size(chunk_size, num_chunks, draws, warmup, layout, chains_pe
         return min(chunk_size, max(draws, warmup))
     if num_chunks is not None:
         return math.ceil(draws / num_chunks)
-    bytes_per_draw = sum(
-        int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    budget = _device_budget_bytes()
+    by_memory = max(1, budget // max(1, chains_per_device * _bytes_per_draw(layout)))
+    by_progress = max(1, math.ceil(draws / 10))
+    return int(min(by_memory, by_progress))
+
+
+def _bytes_per_draw(layout: Layout) -> int:
+    """Bytes of one chain's recorded draw: posterior, sample stats, log-likelihood."""
+    return sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         for names in layout.groups.values()
         for shape, dtype in names.values()
     )
-    budget = _device_budget_bytes()
-    by_memory = max(1, budget // max(1, chains_per_device * bytes_per_draw))
-    by_progress = max(1, math.ceil(draws / 10))
-    return int(min(by_memory, by_progress))
 
 
 def _device_budget_bytes() -> int:

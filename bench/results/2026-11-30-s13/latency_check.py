@@ -9,8 +9,9 @@ import sys
 import time
 
 sys.path.insert(0, "bench")
-import sluice  # noqa: E402
-from targets import make_target  # noqa: E402
+from targets import make_target
+
+import sluice
 
 if sys.argv[1] == "notrim":
     from sluice import _memory
