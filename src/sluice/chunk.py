@@ -13,7 +13,9 @@ chunk_size, stop) - 1`` of one phase (``stop`` ends the current phase), in a
 loop with a traced trip count, so a short last chunk is neither recompiled
 nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
 traced arguments, so changing them never recompiles either. The phase is
-chosen once per chunk, not per iteration.
+the same for a whole chunk; one copy of the kernel step serves both phases,
+and each phase's own work runs in a loop of zero or one iteration
+(:meth:`ChunkProgram._chain_step`).
 
 Per draw, the chunk applies the model's transform (and log-likelihood), feeds
 the result to the statistics, and, when the sink keeps draws, emits them with
