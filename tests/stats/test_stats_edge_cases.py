@@ -214,3 +214,19 @@ def test_unfinished_block_of_the_first_half_stays_out_of_the_second():
     level = state.lags.levels[0]
     y_sums = np.asarray(level.half_sum[0])[:, 0]  # feature y: per half, the sum of block means
     np.testing.assert_allclose(y_sums, [np.mean(x[0:8]), np.mean(x[10:18])], rtol=1e-6)
+
+
+def test_strongly_antithetic_short_chains_give_arviz_capped_ess_not_negative():
+    """A lag-1 autocorrelation near -1 makes the first Geyer pair sum below 1/2, so
+    tau = -1 + 2 (rho_0 + rho_1) < 0. ArviZ clamps tau at 1 / log10(N): the ESS is
+    its cap N log10 N. The streaming ESS was negative there (it capped only from above)."""
+    draws = 60
+    s = stats.ess(draws, method="mean", max_lag=8)
+    x = ar1(14, 1, draws, -0.95, dim=3).astype(np.float32)
+    out = _merged(s, _run(s, x), 1)
+    x64 = x.astype(np.float64)
+    cap = draws * np.log10(draws)
+    for d in range(3):
+        reference = _az(az.ess, x64[..., d], method="mean")
+        assert reference == pytest.approx(cap), "the chain must reach ArviZ's clamp"
+        np.testing.assert_allclose(out["x"][d], reference, rtol=1e-4)

@@ -841,5 +841,9 @@ def ess_from_lags(
         fb_res = jnp.where(usable, b, fb_res)
     ess = jnp.where(found, ess, fallback)
     resolution = jnp.where(found, resolution, fb_res)
-    ess = jnp.minimum(ess, total * jnp.log10(total))
+    # ArviZ clamps tau at 1 / log10(total) from below: an estimate above the cap or a
+    # negative one (tau < 0: a short chain whose first pair of autocorrelations sums
+    # below 1/2) reads as the cap. NaN stays NaN.
+    cap = total * jnp.log10(total)
+    ess = jnp.where((ess > cap) | (ess < 0), cap, ess)
     return [EssResult(ess[i], resolution[i], ~found[i]) for i in range(len(targets))]
