@@ -160,3 +160,47 @@ def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch,
     if waits:  # nothing released the compile: sampling began after its 5 s
         assert time.perf_counter() - t0 >= 5.0
     np.testing.assert_allclose(np.asarray(run.stats["m"]["x"]).shape, (2,))
+
+
+def test_small_programs_compile_fast_and_large_ones_with_xla_defaults(monkeypatch):
+    seen = []
+    real = jax.stages.Lowered.compile
+
+    def recording(self, compiler_options=None, **kwargs):
+        seen.append(compiler_options)
+        return real(self, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    statistic = stats.summary_statistics(60)
+    xs = jax.random.normal(jax.random.key(3), (60, 5))
+
+    def fill(xs):
+        body = lambda s, x: (statistic.update(s, {"a": x}), None)  # noqa: E731
+        return jax.lax.scan(body, statistic.init({"a": xs[0]}), xs)[0]
+
+    state = jax.jit(fill)(xs)
+    reference = jax.jit(statistic.finalize)(state)  # XLA's default options
+    seen.clear()
+    fast = _reduce.call(statistic.finalize, state)
+    assert seen == [_reduce.FAST_COMPILE_OPTIONS], "a small state compiles with the fast options"
+    for key in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat", "quantiles", "mcse_sd"):
+        np.testing.assert_allclose(fast[key]["a"], reference[key]["a"], rtol=1e-3, err_msg=key)
+    # above the bound (here: any state), the default options
+    monkeypatch.setattr(_reduce, "FAST_COMPILE_BYTES", 0)
+    _reduce.clear()
+    seen.clear()
+    slow = _reduce.call(statistic.finalize, state)
+    assert seen == [None]
+    np.testing.assert_allclose(slow["ess_bulk"]["a"], reference["ess_bulk"]["a"], rtol=1e-6)
+
+
+def test_compile_options_count_arguments_and_results():
+    n = _reduce.FAST_COMPILE_BYTES // 4
+    small, large = (
+        jax.ShapeDtypeStruct((n // 2,), jnp.float32),
+        jax.ShapeDtypeStruct((n,), jnp.float32),
+    )
+    assert _reduce.compile_options((small,)) == _reduce.FAST_COMPILE_OPTIONS
+    assert _reduce.compile_options((small,), (small,)) == _reduce.FAST_COMPILE_OPTIONS
+    assert _reduce.compile_options((small,), (large,)) is None
+    assert _reduce.compile_options((large, small)) is None

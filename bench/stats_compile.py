@@ -1,0 +1,113 @@
+"""Compile and run time of the default statistics' merge and finalize, per XLA options.
+
+Each option set is measured in a fresh process (XLA and LLVM warm up on the
+first compile of a process, which would favour later sets): the default
+summary statistics of ``--dim`` elements, states filled by ``--draws``
+updates, then ``jit(merge).lower(...).compile(compiler_options=...)`` and
+``compile(finalize)``, each timed, then the fastest of 3 calls of each. The
+largest relative difference of the finalized values against XLA's defaults
+is printed too (the options change rounding, not results).
+
+    PYTHONPATH=src python bench/stats_compile.py --dim 1000 [--dim 10000]
+
+``sluice._reduce`` compiles statistics' programs with its fast options (the
+second set) when their arguments and results hold at most
+``FAST_COMPILE_BYTES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+OPTION_SETS = {
+    "XLA defaults": {},
+    "sluice fast (O0, no fusion emitters)": {
+        "xla_backend_optimization_level": 0,
+        "xla_cpu_use_fusion_emitters": False,
+    },
+    "O0 only": {"xla_backend_optimization_level": 0},
+}
+
+
+def measure(dim: int, draws: int, options: dict) -> dict:
+    import jax
+    import numpy as np
+
+    import sluice
+
+    statistic = sluice.stats.summary_statistics(draws)
+    xs = jax.random.normal(jax.random.key(0), (draws, dim))
+
+    @jax.jit
+    def fill(xs):
+        def body(state, x):
+            return statistic.update(state, {"a": x}), None
+
+        return jax.lax.scan(body, statistic.init({"a": xs[0]}), xs)[0]
+
+    state = fill(xs)
+    out: dict = {}
+    for name, fn, args in (
+        ("merge", statistic.merge, (state, state)),
+        ("finalize", statistic.finalize, (state,)),
+    ):
+        lowered = jax.jit(fn).lower(*args)
+        start = time.perf_counter()
+        executable = lowered.compile(compiler_options=options or None)
+        out[f"{name}_compile_s"] = time.perf_counter() - start
+        runs = []
+        for _ in range(4):
+            start = time.perf_counter()
+            result = jax.block_until_ready(executable(*args))
+            runs.append(time.perf_counter() - start)
+        out[f"{name}_run_ms"] = min(runs[1:]) * 1e3
+    out["values"] = {
+        k: np.asarray(v["a"], np.float64).ravel().tolist()
+        for k, v in result.items()
+        if isinstance(v, dict)
+    }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, action="append")
+    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        dim, options = json.loads(args.one)
+        print(json.dumps(measure(dim, args.draws, options)))
+        return
+    import numpy as np
+
+    print("| dim | options | merge compile s | finalize compile s | merge run ms | finalize run ms | max rel. diff |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for dim in args.dim or [1000]:
+        base = None
+        for label, options in OPTION_SETS.items():
+            proc = subprocess.run(
+                [sys.executable, __file__, "--one", json.dumps([dim, options]),
+                 "--draws", str(args.draws)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            r = json.loads(proc.stdout.strip().splitlines()[-1])
+            base = base or r["values"]
+            diff = max(
+                float(np.nanmax(np.abs(np.asarray(r["values"][k]) - np.asarray(v))
+                                / np.maximum(np.abs(np.asarray(v)), 1e-30), initial=0.0))
+                for k, v in base.items()
+            )  # fmt: skip
+            print(
+                f"| {dim} | {label} | {r['merge_compile_s']:.2f} | {r['finalize_compile_s']:.2f} | "
+                f"{r['merge_run_ms']:.1f} | {r['finalize_run_ms']:.1f} | {diff:.1e} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
