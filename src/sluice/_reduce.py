@@ -17,10 +17,10 @@ raises the error where the user sees it.
 Small states are compiled for a quick compile rather than a quick run
 (:func:`compile_options`): on CPU, XLA's backend optimisation level 0 and its
 older loop emitters compile the default statistics' merge and finalize in
-1.8 s and 1.7 s instead of 3.3 s and 4.9 s, and run them in 155 ms and 212
-ms instead of 46 ms and 83 ms, for 1,000 elements (``bench/stats_compile.py``).
+2.0 s and 1.6 s instead of 3.3 s and 4.7 s, and run them in 137 ms and 190
+ms instead of 41 ms and 75 ms, for 1,000 elements (``bench/stats_compile.py``).
 The run cost grows with the state, the compile cost does not: above
-``FAST_COMPILE_BYTES`` of arguments the default options are kept.
+``FAST_COMPILE_BYTES`` of arguments and results the default options are kept.
 
 ``SLUICE_FAST_COMPILE_BYTES`` in the environment sets that bound (``0``: never).
 ``SLUICE_BACKGROUND_COMPILE=0`` in the environment turns the background
@@ -47,7 +47,8 @@ __all__ = ["call", "clear", "compile_options", "compiled", "precompile", "wait"]
 # Arguments up to this size (bytes) compile with FAST_COMPILE_OPTIONS on CPU. At 1,000
 # elements the default statistics' merge takes 19 MB of arguments: compiling fast saves
 # ~4.7 s and costs ~1 s of running for 4 chains (3 merges, 5 finalizes); the two break
-# even near 4,700 elements. 32 MiB keeps the fast options below ~1,700 elements (arguments and results counted).
+# even near 4,700 elements. 32 MiB (arguments and results counted) keeps the fast
+# options below ~1,700 elements.
 FAST_COMPILE_BYTES = int(os.environ.get("SLUICE_FAST_COMPILE_BYTES", 32 * 2**20))
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
