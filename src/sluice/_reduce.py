@@ -81,10 +81,8 @@ def compile_options(args: Any, outputs: Any = ()) -> dict[str, Any] | None:
     return dict(FAST_COMPILE_OPTIONS) if size <= FAST_COMPILE_BYTES else None
 
 
-def compiled(fn: Callable, args: tuple) -> Callable:
-    """The executable of ``jit(fn)`` for arguments shaped like ``args`` (arrays or
-    ``jax.ShapeDtypeStruct``), compiled once per function and shapes."""
-    key = _key(fn, args)
+def _claim(key: tuple) -> tuple[Future, bool]:
+    """The cache's future for ``key``, and whether the caller must fill it (first asker)."""
     with _LOCK:
         future = _EXECUTABLES.get(key)
         owner = future is None
@@ -95,25 +93,83 @@ def compiled(fn: Callable, args: tuple) -> Callable:
                 _EXECUTABLES.popitem(last=False)
         else:
             _EXECUTABLES.move_to_end(key)
+    return future, owner
+
+
+def _fill(key: tuple, future: Future, args: tuple, lowered: Any) -> None:
+    """Compile ``lowered`` into ``future``; on failure forget it (the next asker retries)."""
+    try:
+        options = compile_options(args, lowered.out_info)
+        future.set_result(lowered.compile(compiler_options=options))
+        _memory.release()  # the compile's freed heap
+    except BaseException as error:
+        with _LOCK:
+            if _EXECUTABLES.get(key) is future:
+                del _EXECUTABLES[key]
+        future.set_exception(error)
+        raise
+
+
+def _lower(fn: Callable, args: tuple, key: tuple, future: Future) -> Any:
+    try:
+        return jax.jit(fn).lower(*jax.tree.map(_spec, args))
+    except BaseException as error:
+        with _LOCK:
+            if _EXECUTABLES.get(key) is future:
+                del _EXECUTABLES[key]
+        future.set_exception(error)
+        raise
+
+
+def compiled(fn: Callable, args: tuple) -> Callable:
+    """The executable of ``jit(fn)`` for arguments shaped like ``args`` (arrays or
+    ``jax.ShapeDtypeStruct``), compiled once per function and shapes."""
+    key = _key(fn, args)
+    future, owner = _claim(key)
     if owner:
-        try:
-            specs = jax.tree.map(_spec, args)
-            lowered = jax.jit(fn).lower(*specs)
-            options = compile_options(args, lowered.out_info)
-            future.set_result(lowered.compile(compiler_options=options))
-            _memory.release()  # the compile's freed heap
-        except BaseException as error:
-            with _LOCK:
-                if _EXECUTABLES.get(key) is future:
-                    del _EXECUTABLES[key]
-            future.set_exception(error)
-            raise
+        _fill(key, future, args, _lower(fn, args, key, future))
     try:
         return future.result()
     except Exception:
         if owner:
             raise
         return compiled(fn, args)  # a background compile failed: compile here, and raise
+
+
+def _merge_and_finalize(statistic: Any, one: Any) -> None:
+    """Compile ``statistic``'s merge of two states shaped like ``one``, and its finalize.
+
+    Both are lowered here, one after the other (tracing holds the GIL). Programs small
+    enough for the fast options (:func:`compile_options`) then compile at the same
+    time, merge in a second thread: on two cores, 2.4 s instead of 4.0 s for the
+    default statistics, for ~80 MB more peak memory. Larger ones compile one after
+    the other, as two compiles at once would stack their memory on a large run's.
+    """
+    key = _key(statistic.merge, (one, one))
+    future, owner = _claim(key)
+    side = None
+    if owner:
+        lowered = _lower(statistic.merge, (one, one), key, future)
+        merged = lowered.out_info
+        if compile_options((one, one), merged) is not None:
+
+            def fill() -> None:
+                try:
+                    _fill(key, future, (one, one), lowered)
+                except Exception:  # the foreground call compiles again and raises it
+                    pass
+
+            side = threading.Thread(target=fill, name="sluice-precompile-merge")
+            side.start()
+        else:
+            _fill(key, future, (one, one), lowered)
+    else:
+        merged = future.result().out_info
+    try:
+        compiled(statistic.finalize, (merged,))
+    finally:
+        if side is not None:
+            side.join()
 
 
 def call(fn: Callable, *args: Any) -> Any:
@@ -150,8 +206,7 @@ def precompile(
                 one = jax.tree.map(
                     lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name]
                 )
-                merged = compiled(statistic.merge, (one, one)).out_info
-                compiled(statistic.finalize, (merged,))
+                _merge_and_finalize(statistic, one)
             except Exception:  # likewise
                 continue
 
