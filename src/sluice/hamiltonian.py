@@ -209,33 +209,88 @@ def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
 
 # -- NUTS ------------------------------------------------------------------------
 class _Tree(NamedTuple):
-    """The trajectory built so far (one chain)."""
+    """The trajectory built so far (one chain, or a batch along leading axes)."""
 
     ends: jax.Array  # (2, 3, d): (x, p, g) at the left (0) and right (1) ends
-    prop_x: jax.Array  # (d,) the candidate's position (original coordinates)
-    prop_g: jax.Array  # (d,) its gradient
+    vec: jax.Array  # (3, d): the candidate's position and gradient, the momentum sum
     scal: jax.Array  # (4,): candidate log-density, candidate energy, log sum of weights,
     #                   sum over steps of min(1, exp(H0 - H))
-    psum: jax.Array  # (d,) sum of the momenta of all states
-    depth: jax.Array  # () int32: doublings made
-    n_steps: jax.Array  # () int32: leapfrog steps (= gradients)
-    turning: jax.Array  # () bool
-    diverging: jax.Array  # () bool
+    flags: jax.Array  # (4,) int32: doublings made, leapfrog steps (= gradients),
+    #                    turning, diverging
+
+    @property
+    def prop_x(self) -> jax.Array:
+        return self.vec[..., 0, :]
+
+    @property
+    def prop_g(self) -> jax.Array:
+        return self.vec[..., 1, :]
+
+    @property
+    def psum(self) -> jax.Array:
+        return self.vec[..., 2, :]
+
+    @property
+    def depth(self) -> jax.Array:
+        return self.flags[..., 0]
+
+    @property
+    def n_steps(self) -> jax.Array:
+        return self.flags[..., 1]
+
+    @property
+    def turning(self) -> jax.Array:
+        return self.flags[..., 2] != 0
+
+    @property
+    def diverging(self) -> jax.Array:
+        return self.flags[..., 3] != 0
 
 
 class _Subtree(NamedTuple):
-    """The subtree being integrated (one chain); the loop carry of the leaf loop."""
+    """The subtree being integrated (one chain); the loop carry of the leaf loop.
 
-    x: jax.Array  # (d,) position of the last leaf
-    ph: jax.Array  # (d,) momentum half a step past the last leaf
-    g: jax.Array  # (d,) gradient at the last leaf (original coordinates)
+    Few, packed arrays (here and in :class:`_Tree`): on CPU each loop-carried array
+    costs operations per step (its own fusion; copies when entering a loop or when
+    its old value is read after the new one is made). Packing took the 10-dim
+    logistic regression from 3.0 to 2.2 us per gradient (sequential chain), with
+    the same draws.
+    """
+
+    vec: jax.Array  # (4, d): the last leaf's position, the momentum half a step past it,
+    #                 the leaf's gradient (original coordinates), the momentum sum
     prop: jax.Array  # (2, 2, d): [0] the candidate's (x, g), [1] scratch
     scal: jax.Array  # (4,) as in _Tree, for the subtree
-    psum: jax.Array  # (d,)
     ckpt: jax.Array  # (K + 1, 2, d): (p_a, q_a) of open sub-trajectories; row K scratch
-    n: jax.Array  # () int32: leaves built
-    turning: jax.Array  # () bool
-    diverging: jax.Array  # () bool
+    flags: jax.Array  # (3,) int32: leaves built, turning, diverging
+
+    @property
+    def x(self) -> jax.Array:
+        return self.vec[0]
+
+    @property
+    def ph(self) -> jax.Array:
+        return self.vec[1]
+
+    @property
+    def g(self) -> jax.Array:
+        return self.vec[2]
+
+    @property
+    def psum(self) -> jax.Array:
+        return self.vec[3]
+
+    @property
+    def n(self) -> jax.Array:
+        return self.flags[0]
+
+    @property
+    def turning(self) -> jax.Array:
+        return self.flags[1] != 0
+
+    @property
+    def diverging(self) -> jax.Array:
+        return self.flags[2] != 0
 
 
 class _Context(NamedTuple):
@@ -265,14 +320,9 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
         zero = jnp.zeros((), x0.dtype)
         tree = _Tree(
             ends=jnp.stack([end, end]),
-            prop_x=x0,
-            prop_g=g0,
+            vec=jnp.stack([x0, g0, p0]),
             scal=jnp.stack([logp0, h0, zero, zero]),
-            psum=p0,
-            depth=jnp.int32(0),
-            n_steps=jnp.int32(0),
-            turning=jnp.bool_(False),
-            diverging=jnp.bool_(False),
+            flags=jnp.zeros((4,), jnp.int32),
         )
         directions = _bits(words, _DIRECTIONS, 0)[0]
         return tree, _Context(words, factor, h0, directions, step_size, jnp.int32(0), step_size)
@@ -287,18 +337,14 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
         right = side(tree, ctx)
         eps = jnp.where(right == 1, ctx.step_size, -ctx.step_size).astype(tree.psum.dtype)
         x, p, g = tree.ends[right]
+        ph = p + 0.5 * eps * _grad_y(ctx.factor, g)
         sub = _Subtree(
-            x=x,
-            ph=p + 0.5 * eps * _grad_y(ctx.factor, g),
-            g=g,
+            vec=jnp.stack([x, ph, g, jnp.zeros_like(x)]),
             prop=jnp.zeros((2, 2, dim), x.dtype),
             scal=jnp.array([0.0, 0.0, -jnp.inf, 0.0], x.dtype),
-            psum=jnp.zeros_like(x),
             ckpt=ckpt,
-            n=jnp.int32(0),
-            turning=~active,  # a finished chain builds no leaves
-            diverging=jnp.bool_(False),
-        )
+            flags=jnp.stack([jnp.int32(0), (~active).astype(jnp.int32), jnp.int32(0)]),
+        )  # a finished chain builds no leaves: it starts turning
         return sub, ctx._replace(depth=tree.depth, eps=eps)
 
     def subtree_active(sub, ctx):
@@ -371,18 +417,14 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
                 return k - 1, (_dot(p_a, rho) <= 0) | (_dot(p, rho) <= 0)
 
             _, turning = jax.lax.while_loop(more, check, (hi, jnp.bool_(False)))
-        return _Subtree(
-            x=x,
-            ph=ph,
-            g=g,
-            prop=prop,
-            scal=scal,
-            psum=psum,
-            ckpt=ckpt,
-            n=n + active.astype(jnp.int32),
-            turning=sub.turning | (active & turning),
-            diverging=sub.diverging | (active & (delta > threshold)),
+        flags = jnp.stack(
+            [
+                n + active.astype(jnp.int32),
+                (sub.turning | (active & turning)).astype(jnp.int32),
+                (sub.diverging | (active & (delta > threshold))).astype(jnp.int32),
+            ]
         )
+        return _Subtree(jnp.stack([x, ph, g, psum]), prop, scal, ckpt, flags)
 
     def merge(tree, sub, ctx, active):
         """Add an integrated subtree to the trajectory and test the whole trajectory."""
@@ -405,17 +447,22 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
                 tree.scal[3] + jnp.where(active, sub.scal[3], 0.0),
             ]
         )
-        return _Tree(
-            ends=ends,
-            prop_x=jnp.where(take, sub.prop[0, 0], tree.prop_x),
-            prop_g=jnp.where(take, sub.prop[0, 1], tree.prop_g),
-            scal=scal,
-            psum=psum,
-            depth=tree.depth + active.astype(jnp.int32),
-            n_steps=tree.n_steps + sub.n,
-            turning=tree.turning | (active & (sub.turning | turning)),
-            diverging=tree.diverging | (active & sub.diverging),
+        vec = jnp.stack(
+            [
+                jnp.where(take, sub.prop[0, 0], tree.prop_x),
+                jnp.where(take, sub.prop[0, 1], tree.prop_g),
+                psum,
+            ]
         )
+        flags = jnp.stack(
+            [
+                tree.depth + active.astype(jnp.int32),
+                tree.n_steps + sub.n,
+                (tree.turning | (active & (sub.turning | turning))).astype(jnp.int32),
+                (tree.diverging | (active & sub.diverging)).astype(jnp.int32),
+            ]
+        )
+        return _Tree(ends, vec, scal, flags)
 
     return init, tree_active, start, subtree_active, leaf, merge
 
