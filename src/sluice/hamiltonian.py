@@ -252,9 +252,10 @@ class _Subtree(NamedTuple):
 
     Few, packed arrays (here and in :class:`_Tree`): on CPU each loop-carried array
     costs operations per step (its own fusion; copies when entering a loop or when
-    its old value is read after the new one is made). Packing took the 10-dim
-    logistic regression from 3.0 to 2.2 us per gradient (sequential chain), with
-    the same draws.
+    its old value is read after the new one is made). Packing took the kernel,
+    scanned on its own, from 3.0 to 2.2 us per gradient on a 10-dim logistic
+    regression (the same draws); inside the engine's chunk program, where XLA
+    already avoided those copies, it changed nothing measurable.
     """
 
     vec: jax.Array  # (4, d): the last leaf's position, the momentum half a step past it,
