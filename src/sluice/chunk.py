@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
-from sluice import _memory
+from sluice import _memory, hamiltonian
 from sluice.adaptation import AdaptationState, Schedule
 from sluice.kernels import Kernel, KernelParams, KernelState
 from sluice.model import FlatModel
@@ -181,8 +181,13 @@ class ChunkProgram:
         draws_key = jax.random.fold_in(keys.draws, chain_id)
 
         def step(warming: jax.Array, i: jax.Array, carry: ChainCarry):
-            key, aux_key = jax.random.split(jax.random.fold_in(warmup_key, i))
-            key = jnp.where(warming, key, jax.random.fold_in(draws_key, i - num_warmup))
+            # Warmup: split(fold_in(warmup_key, i)) (a key for the step, one for the
+            # step-size search); sampling: fold_in(draws_key, i - num_warmup). Two
+            # unrolled Threefry hashes (JAX's CPU lowering is a rolled loop), not three.
+            base = jnp.where(warming, warmup_key, draws_key)
+            folded = hamiltonian.fold_in(base, jnp.where(warming, i, i - num_warmup))
+            key, aux_key = hamiltonian.split(folded)
+            key = jnp.where(warming, key, folded)
             kstate, stats = self.kernel.step(key, carry.kernel, logdensity, carry.params)
 
             def adapt_(_, acc):

@@ -92,7 +92,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
-__all__ = ["find_step_size", "fold_in", "hmc_step", "nuts_step"]
+__all__ = ["find_step_size", "fold_in", "hmc_step", "nuts_step", "split"]
 
 # Up to this dimension the per-step bookkeeping is dominated by the number of
 # operations, not by memory traffic: checkpoints are tested all at once (masked)
@@ -154,6 +154,22 @@ def fold_in(key: jax.Array, data: Any) -> jax.Array:
     k0, k1 = _key_words(key)
     x0, x1 = _threefry2x32(k0, k1, jnp.uint32(0), jnp.asarray(data).astype(jnp.uint32))
     return jnp.stack([x0, x1])
+
+
+def split(key: jax.Array) -> jax.Array:
+    """``jax.random.split(key)`` (two keys) for raw Threefry keys, bit for bit, unrolled.
+
+    Examples
+    --------
+    >>> import jax, numpy as np
+    >>> key = jax.random.PRNGKey(3)
+    >>> bool(np.array_equal(split(key), jax.random.split(key)))
+    True
+    """
+    k0, k1 = _key_words(key)
+    zero, counter = jnp.zeros(2, jnp.uint32), jnp.arange(2, dtype=jnp.uint32)
+    x0, x1 = _threefry2x32(k0, k1, zero, counter)
+    return jnp.stack([x0, x1], axis=-1)
 
 
 def _bits(words, stream: Any, counter: Any) -> tuple[jax.Array, jax.Array]:
