@@ -380,3 +380,24 @@ def test_find_step_size_crosses_the_target_acceptance():
             jax.random.PRNGKey(0), state, scaled_gaussian, params
         )
         assert 0.05 < float(eps) < 20.0 and int(n) >= 1
+
+
+@pytest.mark.parametrize(
+    "kernel_name, dim, chain_method",
+    [("nuts", 3, "vectorized"), ("hmc", 3, "sequential"), ("nuts", 300, "sequential")],
+)
+def test_float64_models_sample_under_x64(kernel_name, dim, chain_method):
+    """PyMC switches ``jax_enable_x64`` on when imported: the transitions must trace in
+    float64 (they did not: a checkpoint write mixed int32 and int64 indices, and
+    every PyMC model failed; dim 300 takes the branch-per-write path)."""
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        run = sluice.sample(
+            lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=2, warmup=30,
+            draws=10, kernel=kernel_name, chain_method=chain_method, progress=False, seed=0,
+        )  # fmt: skip
+        draws = np.asarray(run.draws["x"])
+        assert draws.dtype == np.float64 and np.all(np.isfinite(draws))
+    finally:
+        jax.config.update("jax_enable_x64", before)

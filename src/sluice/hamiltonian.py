@@ -385,13 +385,13 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
         if skip_by_branch:  # write the candidate only when it changes
             prop = jax.lax.cond(
                 take,
-                lambda a: jax.lax.dynamic_update_slice(a, jnp.stack([x, g])[None], (0, 0, 0)),
+                lambda a: jax.lax.dynamic_update_index_in_dim(a, jnp.stack([x, g]), 0, 0),
                 lambda a: a,
                 sub.prop,
             )
         else:
             slot = jnp.where(take, 0, 1)
-            prop = jax.lax.dynamic_update_slice(sub.prop, jnp.stack([x, g])[None], (slot, 0, 0))
+            prop = jax.lax.dynamic_update_index_in_dim(sub.prop, jnp.stack([x, g]), slot, 0)
         scal = jnp.stack(
             [
                 jnp.where(take, logp, sub.scal[0]),
@@ -406,15 +406,17 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
         if skip_by_branch:  # push a checkpoint at even leaves only
             ckpt = jax.lax.cond(
                 even,
-                lambda c: jax.lax.dynamic_update_slice(
-                    c, jnp.stack([p, q])[None], (jax.lax.population_count(n), 0, 0)
+                lambda c: jax.lax.dynamic_update_index_in_dim(
+                    c, jnp.stack([p, q]), jax.lax.population_count(n), 0
                 ),
                 lambda c: c,
                 sub.ckpt,
             )
         else:
             slot = jnp.where(active & even, jax.lax.population_count(n), max_depth)
-            ckpt = jax.lax.dynamic_update_slice(sub.ckpt, jnp.stack([p, q])[None], (slot, 0, 0))
+            # (an index helper, not dynamic_update_slice with literal zeros: under
+            # jax_enable_x64, as PyMC sets it, those are int64 against an int32 slot)
+            ckpt = jax.lax.dynamic_update_index_in_dim(sub.ckpt, jnp.stack([p, q]), slot, 0)
         hi = jax.lax.population_count(n >> 1)
         lo = hi - jax.lax.population_count((~n & (n + 1)) - 1) + 1
         if small:  # all rows at once, masked
