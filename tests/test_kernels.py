@@ -382,6 +382,38 @@ def test_find_step_size_crosses_the_target_acceptance():
         assert 0.05 < float(eps) < 20.0 and int(n) >= 1
 
 
+@pytest.mark.parametrize("kernel_name", ["nuts", "hmc"])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_stats_shapes_are_what_a_transition_returns(kernel_name, dtype, monkeypatch):
+    """The engine lays out the sample statistics from ``stats_shapes`` without
+    tracing a transition; they must be exactly what ``step`` returns."""
+    from sluice.kernels import KernelState
+
+    kernel = get_kernel(kernel_name, dense_mass=dtype == jnp.float64)
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", dtype == jnp.float64)
+    try:
+        x = jax.ShapeDtypeStruct((3,), dtype)
+        imm = (3, 3) if kernel.dense_mass else (3,)
+        params = KernelParams(jax.ShapeDtypeStruct((), dtype), jax.ShapeDtypeStruct(imm, dtype))
+        traced = jax.eval_shape(
+            lambda s, p: kernel.step(jax.random.PRNGKey(0), s, lambda z: -0.5 * jnp.sum(z**2), p)[
+                1
+            ],
+            KernelState(x, jax.ShapeDtypeStruct((), dtype), x),
+            params,
+        )
+        assert kernel.stats_shapes(dtype) == traced
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+def test_split_is_jax_random_split_bit_for_bit():
+    for seed in range(5):
+        key = jax.random.fold_in(jax.random.PRNGKey(seed), 99)
+        assert np.array_equal(hamiltonian.split(key), jax.random.split(key))
+
+
 @pytest.mark.parametrize(
     "kernel_name, dim, chain_method",
     [("nuts", 3, "vectorized"), ("hmc", 3, "sequential"), ("nuts", 300, "sequential")],

@@ -794,20 +794,24 @@ def _trim(host: dict, n: int) -> dict:
 def _layout_groups(flat, kernel, draw_shapes) -> dict:
     groups = {"posterior": {k: (v.shape, np.dtype(v.dtype)) for k, v in draw_shapes.items()}}
     x = jax.ShapeDtypeStruct((flat.dim,), flat.dtype)
-    from sluice.kernels import KernelParams, KernelState
+    value = jax.eval_shape(flat.logdensity_fn, flat.consts, x)
+    if value.dtype == flat.dtype:  # the kernel knows its statistics' shapes
+        stat_shapes = kernel.stats_shapes(flat.dtype)
+    else:  # mixed precision: trace a transition to see what it returns
+        from sluice.kernels import KernelParams, KernelState
 
-    state = KernelState(x, jax.ShapeDtypeStruct((), flat.dtype), x)
-    imm = (flat.dim, flat.dim) if getattr(kernel, "dense_mass", False) else (flat.dim,)
-    params = KernelParams(
-        jax.ShapeDtypeStruct((), flat.dtype), jax.ShapeDtypeStruct(imm, flat.dtype)
-    )
-    stat_shapes = jax.eval_shape(
-        lambda s, p: kernel.step(
-            jax.random.PRNGKey(0), s, lambda z: flat.logdensity_fn(flat.consts, z), p
-        )[1],
-        state,
-        params,
-    )
+        state = KernelState(x, value, x)
+        imm = (flat.dim, flat.dim) if getattr(kernel, "dense_mass", False) else (flat.dim,)
+        params = KernelParams(
+            jax.ShapeDtypeStruct((), flat.dtype), jax.ShapeDtypeStruct(imm, flat.dtype)
+        )
+        stat_shapes = jax.eval_shape(
+            lambda s, p: kernel.step(
+                jax.random.PRNGKey(0), s, lambda z: flat.logdensity_fn(flat.consts, z), p
+            )[1],
+            state,
+            params,
+        )
     groups["sample_stats"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in stat_shapes.items()}
     ll = flat.log_likelihood_shapes()
     if ll:

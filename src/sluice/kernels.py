@@ -79,6 +79,15 @@ class _HMCFamily:
     def adaptation(self) -> WindowAdaptation:
         return window_adaptation(self.target_accept, self.dense_mass)
 
+    def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
+        """Shapes of the sample statistics :meth:`step` returns, for positions of
+        ``dtype``, without tracing a transition (which costs ~0.1 s for NUTS)."""
+        real, count, flag = (jax.ShapeDtypeStruct((), t) for t in (dtype, jnp.int32, jnp.bool_))
+        names = {"lp": real, "acceptance_rate": real, "step_size": real}
+        if self.name == "nuts":
+            names["tree_depth"] = count
+        return {**names, "n_steps": count, "diverging": flag, "energy": real}
+
     def find_step_size(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[jax.Array, jax.Array]:
