@@ -47,7 +47,7 @@ from sluice.kernels import (
     kernel_from_config,
     kernel_to_config,
 )
-from sluice.model import FlatModel, Model, as_model, check_initial_points
+from sluice.model import FlatModel, Model, as_model, check_initial_values
 from sluice.parallel import Topology
 from sluice.progress import ChunkProgress
 from sluice.run import Run, RunInfo
@@ -439,11 +439,7 @@ class Plan:
         slots = self.topology.local_slots
         ids = np.arange(slots.start, slots.stop, dtype=np.int32)
         points = self.model.initial_points(self.keys.points, ids)
-        positions = jax.vmap(lambda p: ravel_pytree(p)[0])(points)
-        if self.check_init:
-            real = self.topology.local_chains
-            check_initial_points(self.model, self.flat, positions[: real.stop - real.start])
-        return positions
+        return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
 
 
 class _Session:
@@ -569,11 +565,19 @@ class _Session:
         args = self._init_args(positions)
         chunk = self._compile_chunk_beside(args)
         self.carry, grads = self.plan.program.compiled("init", *args)(*args)
+        real = self.topology.local_chains
+        if self.plan.check_init:  # from the init program's values: no program of its own
+            kernel = self.carry.kernel
+            n = real.stop - real.start
+            check_initial_values(
+                self.plan.flat,
+                self.topology.local(kernel.logdensity)[:n],
+                self.topology.local(kernel.logdensity_grad)[:n],
+            )
         if chunk is not None:  # the wait counts as compile time
             t1 = time.perf_counter()
             chunk.result()
             self.plan.program.add_compile_seconds(time.perf_counter() - t1)
-        real = self.topology.local_chains
         local_grads = self.topology.local(grads)[: real.stop - real.start]
         self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
         self._timed("warmup_seconds", t0, c0)

@@ -258,12 +258,19 @@ def check_initial_points(model: Model, flat_model: FlatModel, positions: jax.Arr
     """Raise if a starting point has a non-finite log density or gradient.
 
     ``positions`` is ``(chains, dim)``; the message names the chain and the
-    parameter leaf whose gradient is not finite.
+    parameter leaf whose gradient is not finite. (The engine calls
+    :func:`check_initial_values` on what its init program computed instead:
+    this function compiles a program of its own.)
     """
     value_and_grad = jax.jit(
         jax.vmap(jax.value_and_grad(flat_model.logdensity_fn, argnums=1), in_axes=(None, 0))
     )
-    values, grads = value_and_grad(flat_model.consts, positions)
+    check_initial_values(flat_model, *value_and_grad(flat_model.consts, positions))
+
+
+def check_initial_values(flat_model: FlatModel, values: Any, grads: Any) -> None:
+    """Raise if a starting log density (``(chains,)``) or gradient (``(chains, dim)``)
+    is not finite, naming the chain and the parameter leaf."""
     values, grads = np.asarray(values), np.asarray(grads)
     for chain in range(values.shape[0]):
         if not np.isfinite(values[chain]):
