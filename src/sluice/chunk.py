@@ -246,7 +246,23 @@ class ChunkProgram:
 
         return step
 
-    def _loop(self, carry: ChainCarry, start, stop, num_warmup, step: Callable):
+    def _step_output_shapes(self, consts, carry: ChainCarry, warming, start, step: Callable):
+        """Shapes of ``step``'s ``(counters, record)``, without tracing a kernel step
+        (a NUTS transition costs ~0.1 s to trace) when the kernel declares its
+        statistics' shapes and the log-density has the positions' dtype."""
+        position, logdensity = carry.kernel.position, carry.kernel.logdensity
+        if logdensity.dtype != position.dtype:
+            return jax.eval_shape(lambda: step(warming, start, carry)[1:])
+        counters = ChunkCounters(
+            *(jax.ShapeDtypeStruct((), t) for t in (jnp.int32, jnp.int32, jnp.float32))
+        )
+        record = None
+        if self.record:
+            x = jax.ShapeDtypeStruct(position.shape, position.dtype)
+            record = jax.eval_shape(self._record, consts, x, self.kernel.stats_shapes(x.dtype))
+        return counters, record
+
+    def _loop(self, consts, carry: ChainCarry, start, stop, num_warmup, step: Callable):
         """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase.
 
         A chunk lies within one phase (the host never lets one straddle the end of
@@ -257,7 +273,7 @@ class ChunkProgram:
         """
         end = jnp.minimum(start + self.chunk_size, stop)
         warming = start < num_warmup
-        counters_shape, record_shape = jax.eval_shape(lambda: step(warming, start, carry)[1:])
+        counters_shape, record_shape = self._step_output_shapes(consts, carry, warming, start, step)
         zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), counters_shape)
         buffers = None
         if record_shape is not None:
@@ -281,7 +297,7 @@ class ChunkProgram:
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
         """One chunk of one chain (batched over chains by ``lax.map`` or ``vmap``)."""
         step = self._chain_step(consts, chain_id, num_warmup, schedule, keys)
-        return self._loop(carry, start, stop, num_warmup, step)
+        return self._loop(consts, carry, start, stop, num_warmup, step)
 
     # -- batching over chains and devices -----------------------------------
     def _sharded(self, batched: Callable, num_unbatched_tail: int) -> Callable:
