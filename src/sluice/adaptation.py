@@ -109,7 +109,7 @@ def window_schedule(
         raise ValueError(f"num_warmup={num_warmup} needs more than {MAX_WINDOWS} windows")
     padded = np.full(MAX_WINDOWS, -1, np.int32)
     padded[: len(ends)] = ends
-    return Schedule(jnp.int32(start), jnp.int32(end), jnp.asarray(padded))
+    return Schedule(np.int32(start), np.int32(end), padded)  # host arrays: no eager op
 
 
 class AdaptationState(NamedTuple):

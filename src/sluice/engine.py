@@ -438,6 +438,11 @@ class Plan:
         """Starting points of this process's chain slots, ``(slots_per_process, dim)``."""
         slots = self.topology.local_slots
         ids = np.arange(slots.start, slots.stop, dtype=np.int32)
+        if not callable(self.model.init):  # one point for every chain: built on the host
+            # (as ravel_pytree orders and casts leaves; JAX's eager ops would compile)
+            leaves = jax.tree.leaves(self.model.example_point())
+            flat = np.concatenate([np.asarray(x, self.flat.dtype).ravel() for x in leaves])
+            return np.ascontiguousarray(np.broadcast_to(flat, (len(ids), flat.size)))
         points = self.model.initial_points(self.keys.points, ids)
         return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
 

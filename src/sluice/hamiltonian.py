@@ -90,6 +90,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.custom_batching import custom_vmap
 
 __all__ = ["find_step_size", "fold_in", "hmc_step", "nuts_step", "split"]
@@ -109,18 +110,37 @@ _MOMENTUM, _DIRECTIONS, _LEAF, _MERGE, _ACCEPT, _TRIAL = range(6)  # _TRIAL + i:
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 
 
-def _threefry2x32(k0, k1, c0, c1):
-    """Threefry-2x32, 20 rounds (Salmon et al. 2011), the block function of ``jax.random``."""
-    ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(0x1BD11BDA))
+def _threefry2x32(k0, k1, c0, c1, xp: Any = jnp):
+    """Threefry-2x32, 20 rounds (Salmon et al. 2011), the block function of ``jax.random``.
+
+    ``xp=numpy`` computes it on the host, for uint32 arrays (no compile)."""
+    u32 = xp.uint32
+    ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
     x0, x1 = c0 + ks[0], c1 + ks[1]
     for i in range(5):
         for r in _ROTATIONS[i % 2]:
             x0 = x0 + x1
-            x1 = (x1 << jnp.uint32(r)) | (x1 >> jnp.uint32(32 - r))
+            x1 = (x1 << u32(r)) | (x1 >> u32(32 - r))
             x1 = x1 ^ x0
         x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + jnp.uint32(i + 1)
+        x1 = x1 + ks[(i + 2) % 3] + u32(i + 1)
     return x0, x1
+
+
+def host_fold_in(key: np.ndarray, data: int) -> np.ndarray:
+    """:func:`fold_in` with NumPy on the host (for ``0 <= data < 2**32``): no compile.
+
+    Examples
+    --------
+    >>> import jax, numpy as np
+    >>> key = np.asarray(jax.random.PRNGKey(4))
+    >>> bool(np.array_equal(host_fold_in(key, 9), jax.random.fold_in(key, 9)))
+    True
+    """
+    key = np.asarray(key, np.uint32).reshape(2, 1)
+    zero, counter = np.zeros(1, np.uint32), np.full(1, data, np.uint32)
+    x0, x1 = _threefry2x32(key[0], key[1], zero, counter, xp=np)
+    return np.concatenate([x0, x1])
 
 
 def _key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
