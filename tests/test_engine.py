@@ -260,3 +260,31 @@ def test_chains_over_four_devices_match_one_device():
     assert _same(one.sample_stats, four.sample_stats)
     _assert_same_tree(one.stats_per_chain, four.stats_per_chain)
     _assert_same_tree(one.stats, four.stats)
+
+
+def test_run_keys_from_seed_are_jax_random_keys():
+    """Keys are derived on the host (NumPy Threefry) but are jax.random's bit for bit."""
+    from sluice.chunk import RunKeys
+
+    for seed in (0, 1, 123_456, 2**31 - 1, 2**31, -5):
+        keys = RunKeys.from_seed(seed)
+        root = jax.random.PRNGKey(seed)
+        for i, key in enumerate(keys):
+            np.testing.assert_array_equal(key, jax.random.fold_in(root, i))
+
+
+def test_a_fixed_init_starts_every_chain_at_its_raveled_point():
+    """A fixed init is raveled on the host in ravel_pytree's order and dtype."""
+    from jax.flatten_util import ravel_pytree
+
+    init = {"b": jnp.asarray([1.5, -2.0]), "a": jnp.asarray(0.25), "c": jnp.ones((2, 2)) * 3}
+    plan = engine.Plan.build(
+        lambda p: -0.5 * sum(jnp.sum(v**2) for v in jax.tree.leaves(p)), init=init, chains=3,
+        warmup=10, draws=10, chunk_size=None, num_chunks=None, kernel="nuts",
+        target_accept=None, max_tree_depth=None, dense_mass=None, chain_method="auto",
+        seed=0, stats=None, devices=None, record=True,
+    )  # fmt: skip
+    positions = plan.local_positions()
+    expected = np.asarray(ravel_pytree(init)[0])
+    assert positions.dtype == expected.dtype
+    np.testing.assert_array_equal(positions, np.broadcast_to(expected, (3, expected.size)))
