@@ -16,7 +16,13 @@ os.environ.setdefault("SLUICE_BACKGROUND_COMPILE", "0")
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
 
 
+import arviz as az  # noqa: E402
 import pytest  # noqa: E402  (after the environment is set)
+
+# The references are ArviZ's NumPy code paths. With numba installed (PyMC brings
+# it) ArviZ switches to numba kernels whose az.mcse returns a (1,)-shaped array
+# for one chain set, which float() rejects under NumPy 2.
+az.Numba.disable_numba()
 
 
 @pytest.fixture(autouse=True, scope="module")
