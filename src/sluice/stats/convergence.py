@@ -26,8 +26,8 @@ output              definition (ArviZ 0.23)                               accura
 ``mcse_mean``       ``az.mcse(method="mean")``                            as ``ess_mean``
 ``r_hat``           ``az.rhat()`` (rank-normalised, folded)               ~1e-3 (grid + first order)
 ``ess_bulk``        ``az.ess(method="bulk")``                             few % (<10% on NUTS, N >= 1000)
-``ess_tail``        ``az.ess(method="tail")``                             10-35% on NUTS (see notes)
-``mcse_sd``         ``az.mcse(method="sd")``                              few %
+``ess_tail``        ``az.ess(method="tail")``                             10-35% on NUTS, N >= 1000 (rough below)
+``mcse_sd``         ``az.mcse(method="sd")``                              few % (N >= 1000)
 ``quantiles``       ``np.quantile`` (linear)                              far below MCSE
 ``hdi``             ``az.hdi`` (narrowest interval)                       within MCSE
 ==================  ===================================================  =========
