@@ -96,28 +96,31 @@ def _claim(key: tuple) -> tuple[Future, bool]:
     return future, owner
 
 
+def _fail(key: tuple, future: Future, error: BaseException) -> None:
+    """Forget ``key``'s future (the next asker retries) and hand it ``error``."""
+    with _LOCK:
+        if _EXECUTABLES.get(key) is future:
+            del _EXECUTABLES[key]
+    future.set_exception(error)
+
+
 def _fill(key: tuple, future: Future, args: tuple, lowered: Any) -> None:
-    """Compile ``lowered`` into ``future``; on failure forget it (the next asker retries)."""
+    """Compile ``lowered`` into ``future``; on failure forget it and raise."""
     try:
         options = compile_options(args, lowered.out_info)
         future.set_result(lowered.compile(compiler_options=options))
         _memory.release()  # the compile's freed heap
     except BaseException as error:
-        with _LOCK:
-            if _EXECUTABLES.get(key) is future:
-                del _EXECUTABLES[key]
-        future.set_exception(error)
+        _fail(key, future, error)
         raise
 
 
 def _lower(fn: Callable, args: tuple, key: tuple, future: Future) -> Any:
+    """``jit(fn)`` lowered for ``args``' shapes; on failure forget ``future`` and raise."""
     try:
         return jax.jit(fn).lower(*jax.tree.map(_spec, args))
     except BaseException as error:
-        with _LOCK:
-            if _EXECUTABLES.get(key) is future:
-                del _EXECUTABLES[key]
-        future.set_exception(error)
+        _fail(key, future, error)
         raise
 
 
