@@ -254,23 +254,10 @@ def _check_scalar(ld: Callable, consts: Any, flat: jax.Array) -> None:
         raise TypeError(f"log_density must return a float scalar, got dtype {out.dtype}")
 
 
-def check_initial_points(model: Model, flat_model: FlatModel, positions: jax.Array) -> None:
-    """Raise if a starting point has a non-finite log density or gradient.
-
-    ``positions`` is ``(chains, dim)``; the message names the chain and the
-    parameter leaf whose gradient is not finite. (The engine calls
-    :func:`check_initial_values` on what its init program computed instead:
-    this function compiles a program of its own.)
-    """
-    value_and_grad = jax.jit(
-        jax.vmap(jax.value_and_grad(flat_model.logdensity_fn, argnums=1), in_axes=(None, 0))
-    )
-    check_initial_values(flat_model, *value_and_grad(flat_model.consts, positions))
-
-
 def check_initial_values(flat_model: FlatModel, values: Any, grads: Any) -> None:
     """Raise if a starting log density (``(chains,)``) or gradient (``(chains, dim)``)
-    is not finite, naming the chain and the parameter leaf."""
+    is not finite, naming the chain and the parameter leaf (the engine passes what
+    its init program computed, so the check compiles nothing of its own)."""
     values, grads = np.asarray(values), np.asarray(grads)
     for chain in range(values.shape[0]):
         if not np.isfinite(values[chain]):
