@@ -69,7 +69,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from sluice.stats._numerics import geyer_tau, row_add, row_set_where
+from sluice.stats._numerics import geyer_tau, row_add, row_set_where, zeros_if
 
 __all__ = [
     "REFERENCE_LEVELS",
@@ -325,14 +325,12 @@ def _proxy_slow_path(pl: ProxyLags, index, seg, pos, in_split, settings) -> Prox
     first half are complete (at draw ``half``), so that partial sums belong to one half."""
     head_w, tail_w = _proxy_ends(index, seg, pos, in_split, settings)
     ppos = _proxy_position(seg, pos, settings)
-    head_seg = row_set_where(jax.lax.dynamic_index_in_dim(pl.head, seg, keepdims=False), ppos,
-                             pl.last, head_w)  # fmt: skip
-    head = jax.lax.dynamic_update_index_in_dim(pl.head, head_seg, seg, 0)
+    head = row_set_where(pl.head, (seg, ppos), pl.last, head_w)
     tail = pl.tail
     if settings.half > 0:
         tail = row_set_where(pl.tail, settings.half - 1 - pos, pl.last, tail_w)
     start = (seg == 1) & (pos == 0)
-    pl = pl._replace(ring=jnp.where(start, 0.0, pl.ring), head=head, tail=tail)
+    pl = pl._replace(ring=zeros_if(start, pl.ring), head=head, tail=tail)
     half = settings.half
     row = ((half > 0) & (index > half)).astype(jnp.int32)  # half of the products in partial
     due = ((index + 1) % FLUSH == 0) | ((half > 0) & (index == half))
@@ -352,9 +350,7 @@ def _write_ends(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettin
     """Keep the first and last ``max_lag`` draws of each half (their centring terms)."""
     l0 = settings.max_lag
     head_w, tail_w = _ends(index, seg, pos, in_split, settings)
-    head_seg = jax.lax.dynamic_index_in_dim(ex.head, seg, keepdims=False)
-    head_seg = row_set_where(head_seg, pos, y, head_w)
-    head = jax.lax.dynamic_update_index_in_dim(ex.head, head_seg, seg, 0)
+    head = row_set_where(ex.head, (seg, pos), y, head_w)
     tail = (
         row_set_where(ex.tail, settings.half - 1 - pos, y, tail_w) if settings.half > 0 else ex.tail
     )
@@ -501,9 +497,8 @@ def lag_slow_path(state: LagState, y, index, seg, pos, in_split, settings: LagSe
         )
         if settings.half > 0:  # unfinished blocks of the first half stay out of the second
             end = index == settings.second - 1
-            levels = tuple(
-                lvl._replace(acc=tuple(jnp.where(end, 0.0, a) for a in lvl.acc)) for lvl in levels
-            )
+            accs = zeros_if(end, tuple(lvl.acc for lvl in levels))
+            levels = tuple(lvl._replace(acc=a) for lvl, a in zip(levels, accs, strict=True))
     return state._replace(exact=exact, proxy_lags=proxy_lags, levels=levels)
 
 
