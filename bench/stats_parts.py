@@ -7,8 +7,12 @@ split moments alone; moments + histograms; moments + lag autocovariances
 (without the tail-ESS proxies); and the full default summary statistics
 (histograms, lags, proxies). The variants alternate ``--reps`` times in one
 process after a compiling round; medians of the sampling time per draw.
+``--chunk-size 0`` lets the engine choose the chunks as it does by default
+(about ten per run): each chunk reads every chain's statistics state out of
+the stacked carry and writes it back, a cost per chunk that one chunk of
+``--draws`` draws hides.
 
-Run: ``PYTHONPATH=src python bench/stats_parts.py --dim 1000 --reps 5``.
+Run: ``PYTHONPATH=src python bench/stats_parts.py --dim 1000 --reps 5 [--chunk-size 0]``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--chunk-size", type=int, default=None, help="0: auto (default: --draws)")
     args = parser.parse_args()
     n = args.draws
+    chunk = n if args.chunk_size is None else (args.chunk_size or None)
     trivial = Statistic(
         lambda ex: jax.tree.map(jnp.zeros_like, ex),
         lambda s, d: jax.tree.map(jnp.add, s, d),
@@ -57,13 +63,14 @@ def main() -> None:
         for name, statistic in variants.items():
             extra = {"stats": {"v": statistic}} if statistic is not None else {}
             run = sluice.sample(log_density, init=jnp.zeros(args.dim), chains=4, warmup=200,
-                                draws=n, sink=None, progress=False, seed=1, chunk_size=n,
+                                draws=n, sink=None, progress=False, seed=1, chunk_size=chunk,
                                 default_stats=False, **extra)  # fmt: skip
             if rep:
                 times[name].append(run.info.sampling_seconds / (4 * n) * 1e6)
     base = float(np.median(times["none"]))
     print(
-        f"dim={args.dim} draws={n} chains=4 reps={args.reps} chain_method={run.info.chain_method}"
+        f"dim={args.dim} draws={n} chains=4 reps={args.reps} chain_method={run.info.chain_method} "
+        f"chunk_size={chunk or 'auto'}"
     )
     print("| statistics | us per draw (median) | added us | added % |")
     print("|---|---:|---:|---:|")
