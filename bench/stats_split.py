@@ -4,7 +4,9 @@ Samples a 1000-dim standard Gaussian (4 chains, 1,000 draws in one chunk,
 ``sink=None``) with the default summary statistics and variants of them:
 the rare path never taken (its predicate forced to False while the chunk is
 traced: the per-draw path's cost alone; those statistics are wrong), other
-block sizes of the block levels, and no block levels. Each variant compiles
+block sizes of the block levels, no block levels, and the per-draw path of
+subsets (moments; + histograms; + lags without proxies; all but the bulk
+proxy's exact lags). Each variant compiles
 once, then the variants alternate ``--reps`` times in one process; minimum
 and median sampling time per draw (the minimum resists this machine's bursts
 of noise).
@@ -24,14 +26,23 @@ import sluice
 from sluice.stats import convergence as cv
 
 DRAWS = 1000
-# name -> (block sizes, rare path forced off)
+DEFAULT = dict(histogram=True, lags=True, proxies=True)
+# name -> (settings, rare path forced off)
 VARIANTS = {
-    "default": ((8, 32, 128, 512), False),
-    "rare path never taken": ((8, 32, 128, 512), True),
-    "block sizes (16, 64, 256)": ((16, 64, 256), False),
-    "block sizes (32, 128, 512)": ((32, 128, 512), False),
-    "block sizes (64, 256)": ((64, 256), False),
-    "no block levels": ((), False),
+    "default": (DEFAULT, False),
+    "rare path never taken": (DEFAULT, True),
+    "block sizes (16, 64, 256)": ({**DEFAULT, "block_sizes": (16, 64, 256)}, False),
+    "block sizes (32, 128, 512)": ({**DEFAULT, "block_sizes": (32, 128, 512)}, False),
+    "block sizes (64, 256)": ({**DEFAULT, "block_sizes": (64, 256)}, False),
+    "no block levels": ({**DEFAULT, "block_sizes": ()}, False),
+    # the per-draw path by part (rare path forced off)
+    "per-draw: moments": (dict(histogram=False, lags=False, proxies=False), True),
+    "per-draw: moments + histograms": (dict(histogram=True, lags=False, proxies=False), True),
+    "per-draw: moments + lags (no proxies)": (
+        dict(histogram=False, lags=True, proxies=False),
+        True,
+    ),
+    "per-draw: all, proxies without exact lags": ({**DEFAULT, "proxy_lags": 0}, True),
 }
 
 
@@ -53,8 +64,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=6)
     args = parser.parse_args()
     statistics = {}
-    for name, (sizes, _) in VARIANTS.items():
-        settings = cv._build(DRAWS, histogram=True, lags=True, proxies=True, block_sizes=sizes)
+    for name, (flags, _) in VARIANTS.items():
+        settings = cv._build(DRAWS, **flags)
         statistics[name] = cv._statistic(settings, cv._all(settings))
     events = cv._events
     times = collections.defaultdict(list)
