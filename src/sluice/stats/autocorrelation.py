@@ -348,13 +348,11 @@ def _flush_proxy_lags(pl: ProxyLags, seg) -> ProxyLags:
 
 def _write_ends(ex: ExactLags, y, index, seg, pos, in_split, settings: LagSettings) -> ExactLags:
     """Keep the first and last ``max_lag`` draws of each half (their centring terms)."""
-    l0 = settings.max_lag
     head_w, tail_w = _ends(index, seg, pos, in_split, settings)
     head = row_set_where(ex.head, (seg, pos), y, head_w)
     tail = (
         row_set_where(ex.tail, settings.half - 1 - pos, y, tail_w) if settings.half > 0 else ex.tail
     )
-    del l0
     return ex._replace(head=head, tail=tail)
 
 
