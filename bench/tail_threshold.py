@@ -12,10 +12,17 @@ tail ESS under several threshold choices, against ArviZ's:
 * ``streaming``: what sluice reports (its ``ess_tail``);
 * ``early thresholds``: first half from the first ``reference_draw`` draws,
   second half from the first half (the streaming choice, exact lags);
+* ``thresholds from the first quarter``: the first half's from its first
+  half (250 draws), applied to all of it (not streamable as such: a later
+  reference would leave the first half's proxies fewer draws);
 * ``first-half thresholds``: both halves from the whole first half (not
   streamable: the first half's indicators would need their threshold
   before their draws are seen);
-* ``second halves only``: the streaming second-half indicators alone.
+* ``second halves only``: the streaming second-half indicators alone;
+* ``late first-half reference``: streamable: the first half's threshold
+  fixed at its middle draw from the draws before it and used for the rest of
+  the half; every series cut to a quarter of the run (ArviZ's kernel needs
+  equal lengths), so it uses half the indicators streaming would.
 
     PYTHONPATH=src python bench/tail_threshold.py [--dim 200] [--seed 0]
 """
@@ -68,10 +75,23 @@ def main() -> None:
         rows = [below(xi[c, half:], np.quantile(xi[c, :half], p)) for c in range(chains)]
         return np.asarray(rows, float)
 
+    def late_reference(xi, p):
+        """Streamable: the first half's threshold fixed at its middle draw, from the draws
+        before it, and used for the rest of that half; every series cut to a quarter."""
+        below = (lambda v, q: v <= q) if p < 0.5 else (lambda v, q: v > q)
+        quarter = half // 2
+        rows = []
+        for c in range(chains):
+            rows.append(below(xi[c, quarter:half], np.quantile(xi[c, :quarter], p)))
+            rows.append(below(xi[c, half : half + quarter], np.quantile(xi[c, :half], p)))
+        return np.asarray(rows, float)
+
     variants = {
         "early thresholds": lambda xi, p: indicators(xi, p, reference_draw),
+        "thresholds from the first quarter": lambda xi, p: indicators(xi, p, half // 2),
         "first-half thresholds": lambda xi, p: indicators(xi, p, half),
         "second halves only": second_halves,
+        "late first-half reference (streamable), quarters": late_reference,
     }
     errors = {"streaming": [], **{k: [] for k in variants}}
     for i in range(args.dim):
