@@ -10,7 +10,7 @@ autocovariance times the length; so ``ess_mean`` equals ArviZ's whenever
 Geyer's truncation falls within ``max_lag`` (flagged otherwise).
 
 *Exact proxy lags*: the same for the first ``proxy_lags`` proxy features below
-(the bulk; optionally the tails), per half over the range where the proxy is
+(the bulk and, by default, both tails), per half over the range where the proxy is
 defined, centred at close at the mean over that range. The proxies' ESS then
 uses lags at resolution 1 whenever Geyer's truncation falls within
 ``max_lag``, as ``ess_mean`` does, and the block levels otherwise.

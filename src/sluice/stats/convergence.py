@@ -920,8 +920,8 @@ def lag_settings(
         or reference_draw < 0
     ):
         raise ValueError(f"reference_draw must be a non-negative integer, got {reference_draw!r}")
-    if proxy_lags is None:  # the bulk: the tails' lags cost as much again for little gain
-        proxy_lags = 1
+    if proxy_lags is None:  # bulk and tails: block means alone are noisy on antithetic chains
+        proxy_lags = 3
     if proxy_lags not in (0, 1, 3):
         raise ValueError(f"proxy_lags must be 0, 1 or 3, got {proxy_lags!r}")
     if not proxies or max_lag == 0:
@@ -1044,9 +1044,12 @@ def diagnostics(
         noise first turns a pair of lags negative, often past lag 8 (see
         docs/statistics.md).
     proxy_lags
-        The bulk and tail proxies with exact lags up to ``max_lag`` too: 1 (the
-        bulk, default), 3 (the bulk and both tails) or 0 (block levels only).
-        Each costs about as much per draw as the exact lags of the draws.
+        The bulk and tail proxies with exact lags up to ``max_lag`` too: 3 (the
+        bulk and both tails, default), 1 (the bulk) or 0 (block levels only).
+        Each costs about as much per draw as the exact lags of the draws (the
+        tails' two: ~9 us per draw on a 1000-element model inside NUTS); with
+        block means alone the tail ESS of short NUTS runs is rough (4 x 1,000
+        draws of a Gaussian: 11.9% rms off ArviZ's, against 7.9%).
     block_sizes, block_lags
         Block levels (:mod:`sluice.stats.autocorrelation`) and their lags (one
         number, or one per level): they cover lags up to the last level's
