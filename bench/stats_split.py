@@ -21,6 +21,7 @@ import collections
 
 import jax.numpy as jnp
 import numpy as np
+from harness import markdown_table
 
 import sluice
 from sluice.stats import convergence as cv
@@ -83,12 +84,14 @@ def main() -> None:
             if rep:
                 times[name].append(run.info.sampling_seconds / (4 * DRAWS) * 1e6)
     base = float(np.min(times["none"]))
+    rows = [
+        {"name": name, "min": min(v), "median": float(np.median(v)), "added": min(v) - base}
+        for name, v in times.items()
+    ]
+    columns = (("name", "statistics", ""), ("min", "min us per draw", ".1f"),
+               ("median", "median", ".1f"), ("added", "added (min)", "+.1f"))  # fmt: skip
     print(f"1000-dim Gaussian, 4 chains x {DRAWS} draws, one chunk, {args.reps} reps")
-    print("| statistics | min us per draw | median | added (min) |")
-    print("|---|---:|---:|---:|")
-    for name, values in times.items():
-        lo = float(np.min(values))
-        print(f"| {name} | {lo:.1f} | {np.median(values):.1f} | {lo - base:+.1f} |")
+    print(markdown_table(rows, columns))
 
 
 if __name__ == "__main__":
