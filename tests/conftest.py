@@ -10,7 +10,7 @@ import warnings
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 # Most tests never read run.summary(): compiling every run's merge and finalize in
-# the background would add minutes of CPU to the suite. tests/test_reduce.py turns
+# the background would add minutes of CPU to the suite. tests/_jax/test_compile.py and tests/runtime/test_statistics.py turn
 # it back on where it is under test.
 os.environ.setdefault("SLUICE_BACKGROUND_COMPILE", "0")
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
@@ -34,11 +34,6 @@ def _fresh_compile_caches():
     once ended in a crash inside XLA's compiler late in a full run.
     """
     yield
-    import jax
+    from sluice._jax import compile as programs
 
-    from sluice import _reduce, engine
-
-    _reduce.wait()
-    engine._PROGRAMS.clear()
-    _reduce.clear()
-    jax.clear_caches()
+    programs.clear_caches()

@@ -5,13 +5,14 @@ statistics computed on the device, and particle-parallel variational
 inference, for log-densities written for one point.
 """
 
-from sluice import distributed, stats, vi
-from sluice.engine import resume, sample
-from sluice.kernels import HMC, NUTS, hmc, nuts
+from sluice import stats, vi
+from sluice.io.store import ZarrSink
+from sluice.io.store import open_store as open
+from sluice.mcmc.kernels import HMC, NUTS, hmc, nuts
 from sluice.model import Model
-from sluice.run import Run
-from sluice.store import ZarrSink
-from sluice.store import open_store as open
+from sluice.runtime import distributed
+from sluice.runtime.run import Run
+from sluice.runtime.sampling import resume, sample
 
 __version__ = "0.1.0"
 
@@ -37,11 +38,11 @@ __all__ = [
 def __getattr__(name: str):
     # The adapters are imported on first use, so that `import sluice` needs neither library.
     if name == "from_numpyro":
-        from sluice.numpyro import from_numpyro
+        from sluice.interop.numpyro import from_numpyro
 
         return from_numpyro
     if name == "from_pymc":
-        from sluice.pymc import from_pymc
+        from sluice.interop.pymc import from_pymc
 
         return from_pymc
     raise AttributeError(f"module 'sluice' has no attribute {name!r}")

@@ -21,6 +21,7 @@ the compiled program.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,7 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from sluice._tree import PyTree, as_named, path_name
+from sluice._jax.closure import closure_convert
+from sluice._jax.tree import PyTree, as_named, path_name
 
 __all__ = ["FlatModel", "Model", "as_model"]
 
@@ -110,12 +112,12 @@ class Model:
         return jax.tree.map(lambda x: jnp.broadcast_to(x, (len(chain_ids), *x.shape)), point)
 
     def flatten(self) -> FlatModel:
-        """The flat-vector form used by kernels (cached per model)."""
-        cached = self.__dict__.get("_flat")
-        if cached is None:
-            cached = FlatModel.from_model(self)
-            object.__setattr__(self, "_flat", cached)
-        return cached
+        """The flat-vector form used by kernels (traced once per model)."""
+        return self._flat
+
+    @functools.cached_property
+    def _flat(self) -> FlatModel:
+        return FlatModel.from_model(self)
 
 
 def as_model(model: Model | Callable[[PyTree], jax.Array], init: PyTree | None = None) -> Model:
@@ -161,17 +163,11 @@ def _hoist(fn: Callable, example: jax.Array) -> tuple[Callable, tuple[jax.Array,
     """Trace ``fn(example)`` and return ``(fn_h(consts, x), consts, fingerprint)``.
 
     ``fn_h`` evaluates the traced program with the closed-over arrays passed in
-    as ``consts``; ``fingerprint`` identifies the program up to those values.
+    as ``consts`` (:func:`sluice._jax.closure.closure_convert`);
+    ``fingerprint`` identifies the program up to those values.
     """
-    closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(example)
-    out_tree = jax.tree.structure(out_shape)
-    jaxpr = closed.jaxpr
-    consts = tuple(jnp.asarray(c) for c in closed.consts)
-
-    def fn_h(consts: tuple[jax.Array, ...], x: jax.Array) -> Any:
-        flat = jax.core.eval_jaxpr(jaxpr, list(consts), x)
-        return jax.tree.unflatten(out_tree, flat)
-
+    fn_h, consts, jaxpr = closure_convert(fn, example)
+    consts = tuple(jnp.asarray(c) for c in consts)
     shapes = ",".join(f"{c.dtype}{c.shape}" for c in consts)
     return fn_h, consts, f"{jaxpr}|{shapes}"
 

@@ -1,4 +1,4 @@
-"""A worker of the multi-process tests, started by ``sluice.launch.launch``.
+"""A worker of the multi-process tests, started by ``sluice.runtime.launch.launch``.
 
 ``python -m tests.helpers.mp_worker MODE OUT`` with MODE one of
 ``draws`` (sample to memory, save this process's draws to OUT/p<i>.npz),
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import sluice
-from sluice.store import ZarrSink
+from sluice.io.store import ZarrSink
 
 SETTINGS = dict(chains=6, warmup=60, draws=48, chunk_size=12, seed=3, chain_method="sequential")
 

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import sluice
+from sluice.io.store import COMMIT, ZarrSink
 from sluice.stats import Statistic
-from sluice.store import COMMIT, ZarrSink
 
 SETTINGS = dict(chains=3, warmup=60, draws=150, chunk_size=10, seed=11)
 WRITE_DELAY = 0.004  # seconds slept before each array of a chunk is written

@@ -169,7 +169,7 @@ def _antithetic(proxy_lags: int | None):
 def test_ess_tail_antithetic_uses_exact_lags():
     """Antithetic chains with the default settings: the tail indicators' exact lags
     (resolution 1) give ArviZ's tail ESS within 10% (measured within 2.5%). Block means
-    alone (``proxy_lags=1``, the default until session 15) missed it by up to 14% on
+    alone (``proxy_lags=1``) missed it by up to 14% on
     these chains."""
     x, out = _antithetic(None)
     for d in range(x.shape[-1]):
@@ -180,8 +180,7 @@ def test_ess_tail_antithetic_uses_exact_lags():
 
 def test_ess_bulk_antithetic_uses_exact_lags():
     """Antithetic chains with the default settings: the bulk proxy's exact lags (resolution
-    1) give ArviZ's ESS within 10%. Block means alone (``proxy_lags=0``, the former
-    default) missed it by up to 18% on these chains: Geyer's sequence on means of 8
+    1) give ArviZ's ESS within 10%. Block means alone (``proxy_lags=0``) missed it by up to 18% on these chains: Geyer's sequence on means of 8
     draws is noisy when the lag-1 autocorrelation is negative."""
     x, out = _antithetic(None)
     for d in range(x.shape[-1]):

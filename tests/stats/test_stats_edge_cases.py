@@ -153,7 +153,7 @@ def test_max_elements_caps_histograms_and_lags_per_quantity():
     out = _merged(s, _run(s, x), 2)["x"]
     assert np.isfinite(out[0]) and np.isnan(out[1])
     state = s.init({"x": jnp.zeros(2), "y": jnp.zeros(())})
-    assert state.histogram.counts.shape[1] == 2  # one element of x, and y
+    assert state.parts[1].counts.shape[1] == 2  # one element of x, and y
 
 
 def test_float64_draws_under_x64():
@@ -161,7 +161,7 @@ def test_float64_draws_under_x64():
         s = stats.rhat(N_ODD, method="split")
         x = ar1(12, 3, N_ODD, 0.5, dim=2)
         states = scan_runner(s.init, s.update)({"x": jnp.asarray(x[0, -1])}, {"x": jnp.asarray(x)})
-        assert states.moments.xmin.dtype == jnp.float64
+        assert states.parts[0].xmin.dtype == jnp.float64
         out = _merged(s, states, 3)["x"]
     for d in range(2):
         np.testing.assert_allclose(out[d], _az(az.rhat, x[..., d], method="split"), rtol=1e-12)
@@ -211,7 +211,7 @@ def test_unfinished_block_of_the_first_half_stays_out_of_the_second():
     state = jax.jit(
         lambda st: jax.lax.scan(lambda c, v: (s.update(c, {"x": v[None]}), None), st, x)[0]
     )(state)
-    level = state.lags.levels[0]
+    level = state.parts[2].levels[0]
     y_sums = np.asarray(level.half_sum[0])[:, 0]  # feature y: per half, the sum of block means
     np.testing.assert_allclose(y_sums, [np.mean(x[0:8]), np.mean(x[10:18])], rtol=1e-6)
 

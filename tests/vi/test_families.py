@@ -59,9 +59,10 @@ def test_fullrank_ignores_diagonal_and_upper_triangle_of_off_diag():
     assert np.all(np.asarray(grad.off_diag)[np.triu_indices(3)] == 0.0)
 
 
-def test_families_are_cached_and_validated():
-    assert vi.meanfield(0.5) is vi.meanfield(0.5)
-    assert get_family("fullrank") is vi.fullrank()
+def test_families_are_keyed_by_their_settings_and_validated():
+    assert vi.meanfield(0.5).cache_key == vi.meanfield(0.5).cache_key == ("meanfield", 0.5)
+    assert vi.meanfield(0.5).cache_key != vi.meanfield(0.4).cache_key
+    assert get_family("fullrank").cache_key == vi.fullrank().cache_key
     for bad in (0.0, -1.0, float("nan"), "1"):
         with pytest.raises(ValueError, match="init_scale"):
             vi.meanfield(bad)

@@ -13,6 +13,7 @@ from scipy import stats
 
 import sluice
 from sluice import vi
+from sluice._jax import compile as programs
 
 # -- conjugate targets with known posteriors ------------------------------------------------------
 
@@ -150,13 +151,16 @@ def test_fit_does_not_depend_on_chunk_size():
 
 
 def test_new_data_seed_and_steps_reuse_the_compiled_program():
-    """Also with the default optimizer (one shared optax.adam object)."""
+    """Also with the default optimizer (keyed by its settings, built anew each fit)."""
+    programs.clear()
     model = regression_model(X, Y)
     first = vi.fit(model, chunk_size=50, **SMALL)
+    compiled = [key for key in programs.cached() if key[0].startswith("vi.")]
+    assert sorted(key[0] for key in compiled) == ["vi.advance", "vi.init"]
     other_data = regression_model(X[::-1], Y[::-1] + 1.0)
     second = vi.fit(other_data, chunk_size=50, **{**SMALL, "seed": 9, "steps": 120})
-    assert second._program is first._program
-    assert first._program.advance._cache_size() == 1
+    assert second._program.key == first._program.key
+    assert [key for key in programs.cached() if key[0].startswith("vi.")] == compiled
     assert not np.allclose(second.params.loc, first.params.loc)
 
 

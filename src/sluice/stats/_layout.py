@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice._tree import path_name
+from sluice._jax.tree import path_name
 
 PyTree = Any
 

@@ -271,7 +271,7 @@ def zeros_if(pred: jax.Array, tree: Any) -> Any:
     A loop of zero or one iteration: in place, where ``jnp.where(pred, 0, a)``
     passes over every array whatever ``pred`` and a ``cond`` copies the operand
     its identity branch returns. ``pred`` must not be batched (see
-    :mod:`sluice.stats._batching`).
+    :mod:`sluice._jax.batching`).
     """
     return jax.lax.fori_loop(
         0, pred.astype(jnp.int32), lambda _, t: jax.tree.map(jnp.zeros_like, t), tree

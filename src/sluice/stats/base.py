@@ -16,16 +16,22 @@ and finalizes it to values. The engine calls, for each chain:
 
 Settings live in the closure (a change of setting never hides in the state);
 state is a NamedTuple or dict of arrays with fixed shapes.
+
+A statistic may also carry a ``key``: a hashable description of its
+settings (``("variance", 1)``), so that two statistics built alike share
+their compiled programs (:mod:`sluice._jax.compile`). Without one, a
+statistic is its functions: the same object reuses its programs, an equal
+one built anew compiles again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 PyTree = Any
 
-__all__ = ["Statistic", "group"]
+__all__ = ["Statistic"]
 
 
 class Statistic(NamedTuple):
@@ -35,10 +41,11 @@ class Statistic(NamedTuple):
     update: Callable[[Any, PyTree], Any]
     merge: Callable[[Any, Any], Any]
     finalize: Callable[[Any], PyTree]
+    key: Hashable | None = None  # a description of the settings (see the module docstring)
 
-
-def group(statistics: dict[str, Statistic]) -> Statistic:
-    """Run several statistics side by side; see :func:`sluice.stats.combinators.group`."""
-    from sluice.stats.combinators import group as _group
-
-    return _group(statistics)
+    @property
+    def cache_key(self) -> Hashable:
+        """What identifies this statistic's programs: ``key``, else its four functions."""
+        if self.key is not None:
+            return self.key
+        return ("functions", self.init, self.update, self.merge, self.finalize)

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
+from sluice._jax.tree import path_name
 from sluice.stats.base import Statistic
 
 PyTree = Any
@@ -62,7 +64,8 @@ def group(statistics: Mapping[str, Statistic]) -> Statistic:
     def finalize(state: dict[str, Any]) -> dict[str, Any]:
         return {name: s.finalize(state[name]) for name, s in items.items()}
 
-    return Statistic(init, update, merge, finalize)
+    key = ("group", tuple((name, s.cache_key) for name, s in items.items()))
+    return Statistic(init, update, merge, finalize, key)
 
 
 def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic:
@@ -98,25 +101,17 @@ def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic
     if not isinstance(statistic, Statistic):
         raise TypeError(f"statistic must be a Statistic, got {statistic!r}")
 
+    return _transform(fn, statistic, ("transform", fn, statistic.cache_key))
+
+
+def _transform(fn: Callable[[PyTree], PyTree], statistic: Statistic, key: Any) -> Statistic:
     def init(example: PyTree) -> Any:
         return statistic.init(fn(example))
 
     def update(state: Any, draw: PyTree) -> Any:
         return statistic.update(state, fn(draw))
 
-    return Statistic(init, update, statistic.merge, statistic.finalize)
-
-
-def _path_name(path: tuple) -> str:
-    parts = []
-    for key in path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(key, attr):
-                parts.append(str(getattr(key, attr)))
-                break
-        else:  # pragma: no cover - future key kinds
-            parts.append(str(key))
-    return ".".join(parts)
+    return Statistic(init, update, statistic.merge, statistic.finalize, key)
 
 
 def restrict(
@@ -169,7 +164,7 @@ def restrict(
         raise TypeError(f"statistic must be a Statistic, got {statistic!r}")
 
     def select(draw: PyTree) -> dict[str, Any]:
-        leaves = {_path_name(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(draw)[0]}
+        leaves = {path_name(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(draw)[0]}
         out = {}
         for name, index in selection.items():
             if name in leaves:
@@ -183,4 +178,32 @@ def restrict(
             out[name] = leaf if index is None else leaf[index]
         return out
 
-    return transform(select, statistic)
+    key = _hashable(selection)
+    if key is not None:
+        key = ("restrict", key, statistic.cache_key)
+    return _transform(select, statistic, key)
+
+
+def _hashable(value: Any) -> Any:
+    """A hashable form of a selection (names to numpy indices), or ``None``."""
+    if value is None or value is Ellipsis or isinstance(value, str | int | bool | float):
+        return value
+    if isinstance(value, slice):
+        return ("slice", value.start, value.stop, value.step)
+    if isinstance(value, Mapping):
+        items = [(k, _hashable(v)) for k, v in value.items()]
+        if any(v is None and value[k] is not None for k, v in items):
+            return None
+        return ("mapping", tuple(items))
+    if isinstance(value, tuple | list):
+        items = [_hashable(v) for v in value]
+        if any(h is None and v is not None for h, v in zip(items, value, strict=True)):
+            return None
+        return (type(value).__name__, tuple(items))
+    try:
+        array = np.asarray(value)
+    except Exception:
+        return None
+    if array.dtype == object:
+        return None
+    return ("array", array.dtype.str, array.shape, array.tobytes())

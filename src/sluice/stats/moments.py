@@ -69,7 +69,7 @@ def count() -> Statistic:
     def finalize(state: CountState) -> jax.Array:
         return state.count
 
-    return Statistic(init, update, merge, finalize)
+    return Statistic(init, update, merge, finalize, ("count",))
 
 
 class SumsState(NamedTuple):
@@ -145,7 +145,7 @@ def mean() -> Statistic:
         value = flatten(state.pilot, dtype) + compensated_value(state.sum) / n
         return unflatten(state.pilot, value)
 
-    return Statistic(_sums_init, update, _sums_merge, finalize)
+    return Statistic(_sums_init, update, _sums_merge, finalize, ("mean",))
 
 
 def _check_ddof(ddof: Any) -> None:
@@ -194,7 +194,7 @@ def variance(ddof: int = 1) -> Statistic:
     def finalize(state: SumsState) -> PyTree:
         return unflatten(state.pilot, _variance_flat(state, ddof))
 
-    return Statistic(_sums_init, update, _sums_merge, finalize)
+    return Statistic(_sums_init, update, _sums_merge, finalize, ("variance", ddof))
 
 
 class CovarianceState(NamedTuple):
@@ -279,7 +279,7 @@ def covariance(ddof: int = 1) -> Statistic:
         )
         return c / (n - ddof)
 
-    return Statistic(init, update, merge, finalize)
+    return Statistic(init, update, merge, finalize, ("covariance", ddof))
 
 
 class ExtremaState(NamedTuple):
@@ -328,4 +328,4 @@ def extrema() -> Statistic:
     def finalize(state: ExtremaState) -> dict[str, PyTree]:
         return {"min": unflatten(state.pilot, state.min), "max": unflatten(state.pilot, state.max)}
 
-    return Statistic(init, update, merge, finalize)
+    return Statistic(init, update, merge, finalize, ("extrema",))

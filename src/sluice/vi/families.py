@@ -25,9 +25,8 @@ Nothing in here prints, writes or reads the clock.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 import jax
@@ -51,6 +50,15 @@ class Family(NamedTuple):
     entropy: Callable[[Any], jax.Array] | None  # P -> () closed-form entropy, or None
     mean: Callable[[Any], jax.Array]  # P -> (dim,) mean of q
     scale_tril: Callable[[Any], jax.Array]  # P -> (dim, dim) Cholesky factor of q's covariance
+    key: Hashable | None = None  # a description of the settings: equal keys share programs
+
+    @property
+    def cache_key(self) -> Hashable:
+        """What identifies this family's programs: ``key``, else its functions."""
+        if self.key is not None:
+            return self.key
+        return ("functions", self.name, self.init, self.sample, self.log_prob, self.entropy,
+                self.mean, self.scale_tril)  # fmt: skip
 
 
 class MeanFieldParams(NamedTuple):
@@ -76,7 +84,6 @@ def _check_init_scale(init_scale: float) -> float:
     return float(init_scale)
 
 
-@functools.cache
 def meanfield(init_scale: float = 0.1) -> Family:
     """The mean-field (diagonal) Gaussian family.
 
@@ -96,8 +103,8 @@ def meanfield(init_scale: float = 0.1) -> Family:
     Returns
     -------
     Family
-        With parameters :class:`MeanFieldParams`. Calls with the same
-        ``init_scale`` return the same object, so compiled fits are reused.
+        With parameters :class:`MeanFieldParams`; its ``key`` is its settings, so
+        fits with equal settings share their compiled programs.
 
     Examples
     --------
@@ -136,6 +143,7 @@ def meanfield(init_scale: float = 0.1) -> Family:
         entropy=entropy,
         mean=lambda params: params.loc,
         scale_tril=lambda params: jnp.diag(jnp.exp(params.log_scale)),
+        key=("meanfield", float(init_scale)),
     )
 
 
@@ -143,7 +151,6 @@ def _tril(params: FullRankParams) -> jax.Array:
     return jnp.tril(params.off_diag, -1) + jnp.diag(jnp.exp(params.log_diag))
 
 
-@functools.cache
 def fullrank(init_scale: float = 0.1) -> Family:
     """The full-rank Gaussian family, parameterised by a Cholesky factor.
 
@@ -167,8 +174,8 @@ def fullrank(init_scale: float = 0.1) -> Family:
     Returns
     -------
     Family
-        With parameters :class:`FullRankParams`. Calls with the same
-        ``init_scale`` return the same object, so compiled fits are reused.
+        With parameters :class:`FullRankParams`; its ``key`` is its settings, so
+        fits with equal settings share their compiled programs.
 
     Examples
     --------
@@ -211,6 +218,7 @@ def fullrank(init_scale: float = 0.1) -> Family:
         entropy=entropy,
         mean=lambda params: params.loc,
         scale_tril=_tril,
+        key=("fullrank", float(init_scale)),
     )
 
 

@@ -21,7 +21,6 @@ progress bar once per chunk.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import math
@@ -36,9 +35,11 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from sluice._checks import check_count
-from sluice._tree import PyTree, path_name
+from sluice._jax import compile as programs
+from sluice._jax.tree import PyTree, path_name
 from sluice.model import Model, as_model
-from sluice.progress import ChunkProgress
+from sluice.runtime.loop import pipelined
+from sluice.runtime.progress import ChunkProgress
 from sluice.vi.families import Family, get_family
 from sluice.vi.particles import BOUNDS, _bound, _draws
 
@@ -170,7 +171,7 @@ def _make_advance(
         steps = start + jnp.arange(chunk_size, dtype=jnp.int32)
         return jax.lax.scan(lambda s, t: step(consts, root_key, stop, s, t), state, steps)
 
-    return jax.jit(advance)
+    return advance
 
 
 def _make_init(family: Family, optimizer: optax.GradientTransformation) -> Callable:
@@ -189,56 +190,49 @@ def _make_init(family: Family, optimizer: optax.GradientTransformation) -> Calla
             ),
         )
 
-    return jax.jit(init)
+    return init
 
 
 class _Program(NamedTuple):
-    init: Callable  # jitted, see _make_init
-    advance: Callable  # jitted, see _make_advance
-    sample: Callable  # jitted (consts, params, rng_key, num_samples static) -> {group: {name: ...}}
+    """A fit's programs (plain functions) and their compile-cache keys."""
 
+    init: Callable  # loc (dim,) -> FitState, see _make_init
+    advance: Callable  # see _make_advance
+    sample: Callable  # (consts, params, rng_key, num_samples static) -> {group: {name: ...}}
+    key: tuple  # what the programs are built from (model fingerprint and settings)
 
-_PROGRAMS: collections.OrderedDict[tuple, _Program] = collections.OrderedDict()
+    def run(self, name: str, *args: Any, static: tuple = ()) -> Any:
+        """Program ``name`` on ``args`` through the compile cache (:mod:`sluice._jax.compile`)."""
+        fn = getattr(self, name)
+        if static:
+            fn = functools.partial(fn, *static)
+        return programs.compiled((f"vi.{name}", *self.key, static), fn, args)(*args)
 
 
 def _program(
     model: Model,
     family: Family,
     optimizer: optax.GradientTransformation,
+    optimizer_key: Any,
     particles: int,
     particle_chunk_size: int | None,
     bound: str,
     chunk_size: int,
 ) -> _Program:
-    """Reuse compiled programs across fits of models with the same structure and settings.
-
-    Two models with the same fingerprint differ only in their data, which the
-    program takes as an argument. The optimizer is matched by identity, so pass
-    the same optimizer object to reuse a program.
-    """
+    """The programs of a fit. Two models with the same fingerprint differ only in their
+    data, which the programs take as an argument, so they share compiled programs; so do
+    families and optimizers with equal keys."""
     flat = model.flatten()
-    key = (flat.fingerprint, family, optimizer, particles, particle_chunk_size, bound, chunk_size)
-    program = _PROGRAMS.get(key)
-    if program is None:
-        program = _Program(
-            init=_make_init(family, optimizer),
-            advance=_make_advance(
-                flat.logdensity_fn,
-                family,
-                optimizer,
-                particles,
-                particle_chunk_size,
-                bound,
-                chunk_size,
-            ),
-            sample=_make_sample(flat, family),
-        )
-        _PROGRAMS[key] = program
-        while len(_PROGRAMS) > 8:
-            _PROGRAMS.popitem(last=False)
-    else:
-        _PROGRAMS.move_to_end(key)
-    return program
+    key = (flat.fingerprint, family.cache_key, optimizer_key, particles, particle_chunk_size,
+           bound, chunk_size)  # fmt: skip
+    return _Program(
+        init=_make_init(family, optimizer),
+        advance=_make_advance(
+            flat.logdensity_fn, family, optimizer, particles, particle_chunk_size, bound, chunk_size
+        ),
+        sample=_make_sample(flat, family),
+        key=key,
+    )
 
 
 def _make_sample(flat: Any, family: Family) -> Callable:
@@ -248,10 +242,10 @@ def _make_sample(flat: Any, family: Family) -> Callable:
             out["log_likelihood"] = flat.log_likelihood_fn(consts, x)
         return out
 
-    def sample(consts: Any, params: Any, rng_key: jax.Array, num_samples: int) -> dict:
+    def sample(num_samples: int, consts: Any, params: Any, rng_key: jax.Array) -> dict:
         return _draws(groups, consts, family, params, rng_key, num_samples)
 
-    return jax.jit(sample, static_argnums=3)
+    return sample
 
 
 # -- the result ------------------------------------------------------------------------------
@@ -301,7 +295,8 @@ class Fit:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"seed must be an integer, got {seed!r}")
         flat = self.model.flatten()
-        out = self._program.sample(flat.consts, self.params, jax.random.PRNGKey(seed), num_samples)
+        key = _root_key(seed)
+        out = self._program.run("sample", flat.consts, self.params, key, static=(num_samples,))
         return jax.device_get(out)
 
     def sample(self, num_samples: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
@@ -362,7 +357,7 @@ class Fit:
 
 def _dataset(values: dict[str, np.ndarray], dims: Any, coords: Any) -> Any:
     """``{name: (draw, ...)}`` as an xarray Dataset with one chain."""
-    from sluice.arviz import dataset
+    from sluice.io.arviz import dataset
 
     return dataset({name: np.asarray(v)[None] for name, v in values.items()}, dims, coords)
 
@@ -381,16 +376,6 @@ class _FitProgress(ChunkProgress):
             f"chunk {self.chunks_done}/{self.num_chunks}, ELBO {elbo:.4g}", refresh=False
         )
         self._bar.update(n)
-
-
-_DEFAULT_OPTIMIZER: list[optax.GradientTransformation] = []
-
-
-def _default_optimizer() -> optax.GradientTransformation:
-    """One shared ``optax.adam(1e-2)``, so that fits with the default reuse compiled programs."""
-    if not _DEFAULT_OPTIMIZER:
-        _DEFAULT_OPTIMIZER.append(optax.adam(DEFAULT_LEARNING_RATE))
-    return _DEFAULT_OPTIMIZER[0]
 
 
 def fit(
@@ -480,8 +465,10 @@ def fit(
         check_count("particle_chunk_size", particle_chunk_size)
     if chunk_size is not None:
         check_count("chunk_size", chunk_size)
+    optimizer_key: Any = optimizer
     if optimizer is None:
-        optimizer = _default_optimizer()
+        optimizer = optax.adam(DEFAULT_LEARNING_RATE)
+        optimizer_key = ("optax.adam", DEFAULT_LEARNING_RATE)
     if not isinstance(optimizer, optax.GradientTransformation):
         raise TypeError(
             f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-2)), "
@@ -498,9 +485,12 @@ def fit(
 
     particles, steps, seed = int(particles), int(steps), int(seed)
     chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, steps)
-    program = _program(model, family, optimizer, particles, particle_chunk_size, bound, chunk)
+    program = _program(
+        model, family, optimizer, optimizer_key, particles, particle_chunk_size, bound, chunk
+    )
     consts = model.flatten().consts
-    state = program.init(loc)
+    root = _root_key(seed)
+    state = program.run("init", loc)
     info = FitInfo(
         family=family.name,
         particles=particles,
@@ -512,31 +502,33 @@ def fit(
         optimizer=optimizer,
     )
     trace = np.full(steps, np.nan, dtype=np.dtype(loc.dtype))
-    num_chunks = info.num_chunks
     t0 = time.perf_counter()
-    pending = None
     with _FitProgress("vi", steps, chunk, particles, progress) as bar:
-        for k in range(num_chunks + 1):
-            if k < num_chunks:
-                state, elbo_chunk = program.advance(
-                    consts, state, _root_key(seed), k * chunk, steps
-                )
-            if pending is not None:  # read the previous chunk while this one runs
-                p_start, p_state, p_elbo = pending
-                n = min(chunk, steps - p_start)
-                p_elbo, failed = jax.device_get((p_elbo, p_state.failure.step))
-                trace[p_start : p_start + n] = p_elbo[:n]
-                if failed >= 0:
-                    raise _fit_error(model, family, p_state, trace, int(failed))
-                bar.advance(n, float(np.mean(trace[p_start : p_start + n])))
-            pending = (k * chunk, state, elbo_chunk) if k < num_chunks else None
+
+        def dispatch(start: int) -> tuple[FitState, jax.Array]:
+            nonlocal state
+            state, elbo_chunk = program.run("advance", consts, state, root, start, steps)
+            return state, elbo_chunk
+
+        def finish(start: int, result: tuple[FitState, jax.Array]) -> None:
+            p_state, p_elbo = result
+            n = min(chunk, steps - start)
+            p_elbo, failed = jax.device_get((p_elbo, p_state.failure.step))
+            trace[start : start + n] = p_elbo[:n]
+            if failed >= 0:
+                raise _fit_error(model, family, p_state, trace, int(failed))
+            bar.advance(n, float(np.mean(trace[start : start + n])))
+
+        pipelined(range(0, steps, chunk), dispatch, finish)
     info.seconds = time.perf_counter() - t0
     return Fit(model, family, jax.device_get(state.params), trace, info, program)
 
 
-@functools.lru_cache(maxsize=64)
-def _root_key(seed: int) -> jax.Array:
-    """``PRNGKey(seed)``, made once per seed (an eager key costs about 50 us, a step less)."""
+def _root_key(seed: int) -> Any:
+    """``PRNGKey(seed)``, built on the host for seeds in ``[0, 2**31)`` (an eager key
+    costs about 50 us, a step less)."""
+    if 0 <= seed < 2**31:  # PRNGKey(seed) is [0, seed]
+        return np.asarray([0, seed], np.uint32)
     return jax.random.PRNGKey(seed)
 
 

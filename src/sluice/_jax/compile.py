@@ -1,0 +1,259 @@
+"""The one cache of compiled programs: ahead-of-time compiles keyed by settings.
+
+Every program sluice compiles (the chunk program, its initialisation, the
+statistics' start, merge and finalize, a variational fit's chunk) goes
+through :func:`compiled`. An entry is keyed by a *program key*, a hashable
+description of what the program computes (model fingerprint, kernel
+settings, statistic keys, chunk size, devices: never object identities
+where settings exist), together with the arguments' tree structure, shapes
+and dtypes. A second run of the same model structure and settings therefore
+compiles nothing, and equal settings built twice share one program.
+
+Compiles may run ahead, in a background thread (:func:`in_background`): XLA
+releases the GIL while compiling. A thread that asks for an entry being
+compiled waits for it; a failed compile is not cached, so the next asker
+compiles again and raises the error where the user sees it.
+
+Small programs can be compiled for a quick compile rather than a quick run
+(``fast_if_small=True``, used for the statistics' start, merge and finalize):
+on CPU, XLA's backend optimisation level 0 and its older loop emitters
+compile the default statistics' merge and finalize in 2.0 s and 1.6 s
+instead of 3.3 s and 4.7 s, and run them in 137 ms and 190 ms instead of
+41 ms and 75 ms, for 1,000 elements (``bench/stats_compile.py``). The run
+cost grows with the state, the compile cost does not: above
+:data:`FAST_COMPILE_BYTES` of arguments and results the defaults are kept.
+
+Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
+``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off (everything
+then compiles on first use, in the foreground), for runs whose summary is
+never read, such as a test suite's.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import Any
+
+import jax
+import numpy as np
+
+from sluice._jax import memory
+
+__all__ = [
+    "FAST_COMPILE_BYTES",
+    "FAST_COMPILE_OPTIONS",
+    "background_enabled",
+    "cached",
+    "call",
+    "clear",
+    "clear_caches",
+    "compile_options",
+    "compiled",
+    "fill",
+    "in_background",
+    "lower",
+    "ready",
+    "wait",
+]
+
+# Arguments up to this size (bytes) compile with FAST_COMPILE_OPTIONS on CPU. At 1,000
+# elements the default statistics' merge takes 19 MB of arguments: compiling fast saves
+# ~4.7 s and costs ~1 s of running for 4 chains (3 merges, 5 finalizes); the two break
+# even near 4,700 elements. 32 MiB (arguments and results counted) keeps the fast
+# options below ~1,700 elements.
+FAST_COMPILE_BYTES = int(os.environ.get("SLUICE_FAST_COMPILE_BYTES", 32 * 2**20))
+FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+_MAX_ENTRIES = 64
+_ENTRIES: OrderedDict[tuple, Future] = OrderedDict()
+_LOCK = threading.Lock()
+_THREADS: list[threading.Thread] = []
+
+
+def _spec(x: Any) -> Any:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return jax.ShapeDtypeStruct(np.shape(x), np.dtype(x.dtype))
+    return x  # a Python scalar: lowered by its type
+
+
+def _signature(args: tuple) -> tuple:
+    """Tree structure, shapes and dtypes of ``args`` (Python scalars by type)."""
+    leaves, treedef = jax.tree.flatten(args)
+    return treedef, tuple(
+        (tuple(np.shape(x)), np.dtype(x.dtype).str)
+        if hasattr(x, "dtype")
+        else ("python", type(x).__name__)
+        for x in leaves
+    )
+
+
+def _entry_key(key: Hashable, args: tuple) -> tuple:
+    return (key, _signature(args))
+
+
+def _jitted(fn: Callable) -> Any:
+    return fn if hasattr(fn, "lower") else jax.jit(fn)
+
+
+def compile_options(args: Any, outputs: Any = ()) -> dict[str, Any] | None:
+    """XLA options for a program from ``args`` to ``outputs`` (arrays or
+    ``jax.ShapeDtypeStruct``) compiled with ``fast_if_small``:
+    :data:`FAST_COMPILE_OPTIONS` when the default backend is the CPU and the two
+    hold at most :data:`FAST_COMPILE_BYTES` together; otherwise ``None`` (XLA's
+    defaults)."""
+    if jax.default_backend() != "cpu":
+        return None
+    size = sum(
+        int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves((args, outputs))
+        if hasattr(x, "dtype")
+    )
+    return dict(FAST_COMPILE_OPTIONS) if size <= FAST_COMPILE_BYTES else None
+
+
+def _claim(entry: tuple) -> tuple[Future, bool]:
+    """The cache's future for ``entry``, and whether the caller must fill it."""
+    with _LOCK:
+        future = _ENTRIES.get(entry)
+        owner = future is None
+        if owner:
+            future = Future()
+            _ENTRIES[entry] = future
+            while len(_ENTRIES) > _MAX_ENTRIES:
+                _ENTRIES.popitem(last=False)
+        else:
+            _ENTRIES.move_to_end(entry)
+    return future, owner
+
+
+def _fail(entry: tuple, future: Future, error: BaseException) -> None:
+    """Forget ``entry`` (the next asker compiles again) and hand ``future`` the error."""
+    with _LOCK:
+        if _ENTRIES.get(entry) is future:
+            del _ENTRIES[entry]
+    future.set_exception(error)
+
+
+class Pending:
+    """A claimed cache entry and its lowered program, waiting for :func:`fill`."""
+
+    def __init__(self, entry: tuple, future: Future, lowered: Any, args: tuple) -> None:
+        self.entry, self.future, self.lowered, self.args = entry, future, lowered, args
+
+    @property
+    def out_info(self) -> Any:
+        """The program's output shapes (known once lowered)."""
+        return self.lowered.out_info
+
+
+def lower(key: Hashable, fn: Callable, args: tuple) -> tuple[Future, Pending | None]:
+    """Claim the entry of ``fn`` at ``args`` under ``key`` and lower it.
+
+    Returns the entry's future and, when this caller claimed it, a
+    :class:`Pending` to compile with :func:`fill` (``None`` when another
+    caller did: wait on the future). Lowering holds the GIL; compiling does
+    not, so a caller may lower several programs and compile them in threads.
+    """
+    entry = _entry_key(key, args)
+    future, owner = _claim(entry)
+    if not owner:
+        return future, None
+    try:
+        lowered = _jitted(fn).lower(*args)
+    except BaseException as error:
+        _fail(entry, future, error)
+        raise
+    return future, Pending(entry, future, lowered, args)
+
+
+def fill(pending: Pending, *, fast_if_small: bool = False) -> Any:
+    """Compile a :class:`Pending` into its cache entry and return the executable."""
+    try:
+        options = compile_options(pending.args, pending.out_info) if fast_if_small else None
+        executable = pending.lowered.compile(compiler_options=options)
+        memory.release()  # the compile's freed heap (see sluice._jax.memory)
+    except BaseException as error:
+        _fail(pending.entry, pending.future, error)
+        raise
+    pending.future.set_result(executable)
+    return executable
+
+
+def ready(key: Hashable, args: tuple) -> Any | None:
+    """The finished executable of ``key`` for arguments shaped like ``args``, or ``None``
+    (not compiled yet, or still compiling)."""
+    with _LOCK:
+        future = _ENTRIES.get(_entry_key(key, args))
+    if future is None or not future.done() or future.exception() is not None:
+        return None
+    return future.result()
+
+
+def compiled(key: Hashable, fn: Callable, args: tuple, *, fast_if_small: bool = False) -> Any:
+    """The executable of ``jit(fn)`` for arguments shaped like ``args``.
+
+    ``key`` describes the program (everything ``fn`` computes but its
+    arguments); ``fn`` is traced only when the cache has no entry for ``key``
+    and the arguments' shapes. ``args`` are arrays, ``jax.ShapeDtypeStruct``
+    or Python scalars; ``fn`` may be a ``jax.jit`` object (to donate
+    arguments, say). Waits for a compile of the same entry in progress.
+    """
+    future, pending = lower(key, fn, args)
+    if pending is not None:
+        return fill(pending, fast_if_small=fast_if_small)
+    try:
+        return future.result()
+    except Exception:  # a background compile failed: compile here, and raise
+        return compiled(key, fn, args, fast_if_small=fast_if_small)
+
+
+def call(key: Hashable, fn: Callable, *args: Any) -> Any:
+    """``jit(fn)(*args)`` through the cache, compiled with ``fast_if_small``."""
+    specs = jax.tree.map(_spec, tuple(args))  # lowered from shapes: no device placement
+    return compiled(key, fn, specs, fast_if_small=True)(*args)
+
+
+def background_enabled() -> bool:
+    """False when ``SLUICE_BACKGROUND_COMPILE=0``."""
+    return os.environ.get("SLUICE_BACKGROUND_COMPILE", "1") != "0"
+
+
+def in_background(work: Callable[[], None], name: str = "sluice-compile") -> threading.Thread:
+    """Run ``work`` in a (non-daemon) thread that :func:`wait` joins."""
+    thread = threading.Thread(target=work, name=name)
+    with _LOCK:
+        _THREADS[:] = [t for t in _THREADS if t.is_alive()]
+        _THREADS.append(thread)
+    thread.start()
+    return thread
+
+
+def cached() -> list[Hashable]:
+    """The program keys of every compiled (or compiling) entry, oldest first."""
+    with _LOCK:
+        return [key for key, _ in _ENTRIES]
+
+
+def clear() -> None:
+    """Forget every cached executable."""
+    with _LOCK:
+        _ENTRIES.clear()
+
+
+def clear_caches() -> None:
+    """Forget every compiled program: sluice's cache and JAX's own."""
+    wait()
+    clear()
+    jax.clear_caches()
+
+
+def wait() -> None:
+    """Wait for every background compile started so far (tests, benchmarks)."""
+    with _LOCK:
+        threads = list(_THREADS)
+    for thread in threads:
+        thread.join()

@@ -1,0 +1,260 @@
+"""The ``sluice`` command line: demo, sample, resume, summary, plot."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _print_table(table: Any) -> None:
+    import pandas as pd
+
+    with pd.option_context(
+        "display.width", 200, "display.max_columns", 20, "display.max_rows", 200
+    ):
+        print(table)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.what == "vi":
+        from sluice.apps.vi_demo import main as vi_demo
+
+        kwargs = {} if args.seed is None else {"seed": args.seed}  # default: the notebook's key
+        fit, png = vi_demo(args.out, progress=not args.quiet, **kwargs)
+        print(fit)
+        _print_table(fit.summary())
+        print(f"figure: {png}")
+        return 0
+    from sluice.apps.demo import main as demo
+
+    demo(
+        args.out,
+        chains=args.chains,
+        warmup=args.warmup,
+        draws=args.draws,
+        num_chunks=args.num_chunks,
+        seed=args.seed or 0,
+        progress=not args.quiet,
+    )
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    import sluice
+    from sluice.scripts import load_model_script, script_source
+
+    model = load_model_script(args.script)
+    sink = sluice.ZarrSink(
+        args.out, overwrite=args.overwrite, model_source=script_source(args.script)
+    )
+    run = sluice.sample(
+        model,
+        chains=args.chains,
+        warmup=args.warmup,
+        draws=args.draws,
+        chunk_size=args.chunk_size,
+        seed=args.seed,
+        sink=sink,
+        progress=not args.quiet,
+    )
+    _report(run, args.out)
+    return 0
+
+
+def _resume(args: argparse.Namespace) -> int:
+    import sluice
+    from sluice.io.store import ZarrSink
+    from sluice.scripts import load_model_script
+
+    recorded = ZarrSink.open_existing(args.store).model_source or {}
+    model = load_model_script(args.model, expected_sha256=recorded.get("sha256"))
+    run = sluice.resume(args.store, model, progress=not args.quiet)
+    _report(run, args.store)
+    return 0
+
+
+def _report(run: Any, store: str) -> None:
+    _print_table(run.summary())
+    info = run.info
+    print(
+        f"\n{info.chains} chains x {info.draws} draws in {store} ({info.num_chunks} chunks of "
+        f"{info.chunk_size}); {info.num_divergent} divergent; warmup {info.warmup_seconds:.1f}s, "
+        f"sampling {info.sampling_seconds:.1f}s"
+    )
+
+
+def _summary(args: argparse.Namespace) -> int:
+    import sluice
+    from sluice.io.arviz import import_arviz
+
+    idata = sluice.open(args.store)
+    _print_table(import_arviz().summary(idata, var_names=args.var or None))
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import warnings
+
+    with warnings.catch_warnings():  # ArviZ 0.23 trips matplotlib deprecation notices
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        return _plot_quietly(args)
+
+
+def _plot_quietly(args: argparse.Namespace) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import sluice
+    from sluice.io.arviz import import_arviz
+
+    az = import_arviz()
+    idata = sluice.open(args.store)
+    if args.max_draws and idata.posterior.sizes["draw"] > args.max_draws:
+        step = -(-idata.posterior.sizes["draw"] // args.max_draws)
+        idata = idata.isel(draw=slice(None, None, step), groups="posterior")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    var_names = args.var or None
+    az.plot_trace(idata, var_names=var_names, compact=True)
+    plt.gcf().suptitle(f"{args.store}: trace")
+    plt.tight_layout()
+    plt.savefig(out, dpi=100)
+    plt.close("all")
+    rank = out.with_name(f"{out.stem}-rank{out.suffix or '.png'}")
+    az.plot_rank(idata, var_names=var_names)
+    plt.tight_layout()
+    plt.savefig(rank, dpi=100)
+    plt.close("all")
+    print(f"trace plot: {out}\nrank plot: {rank}")
+    return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from sluice.runtime.launch import launch
+
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    result = launch(
+        command,
+        args.num_processes,
+        devices_per_process=args.devices_per_process,
+        timeout=args.timeout,
+        grace=args.grace,
+    )
+    if not result.ok:
+        print(f"sluice launch: {result.describe_failure()}", file=sys.stderr)
+    return result.returncode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sluice", description="Bayesian inference on JAX, in chunks."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run a demo on built-in data")
+    demo.add_argument(
+        "what",
+        nargs="?",
+        default="mcmc",
+        choices=["mcmc", "vi"],
+        help="mcmc (default): chunked NUTS on a logistic regression; vi: the JAX notebook's "
+        "variational example with 128 particles evaluated in parallel",
+    )
+    demo.add_argument(
+        "--out", default="sluice-demo", help="folder for the figure (default: %(default)s)"
+    )
+    demo.add_argument("--chains", type=int, default=4)
+    demo.add_argument("--warmup", type=int, default=1000)
+    demo.add_argument("--draws", type=int, default=2000)
+    demo.add_argument("--num-chunks", type=int, default=8)
+    demo.add_argument("--seed", type=int, default=None, help="default: 0 (mcmc), 10003 (vi)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.set_defaults(func=_demo)
+
+    sample = sub.add_parser(
+        "sample", help="sample the `model` defined in a Python file into a Zarr store"
+    )
+    sample.add_argument("script", help="a Python file defining `model` (a sluice.Model)")
+    sample.add_argument("--out", required=True, help="the Zarr store to write (e.g. run.zarr)")
+    sample.add_argument("--draws", type=int, default=1000)
+    sample.add_argument("--warmup", type=int, default=1000)
+    sample.add_argument("--chains", type=int, default=4)
+    sample.add_argument("--chunk-size", type=int, default=None)
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--overwrite", action="store_true", help="replace an existing sluice store")
+    sample.add_argument("--quiet", action="store_true", help="no progress bars")
+    sample.set_defaults(func=_sample)
+
+    resume = sub.add_parser(
+        "resume",
+        help="finish an interrupted run from its last complete chunk",
+        description="Finish an interrupted run. The model script is named here, never read "
+        "from the store: a store runs no code. It must be the script the run started with "
+        "(its SHA-256 is recorded) and define the same model.",
+    )
+    resume.add_argument("store")
+    resume.add_argument(
+        "--model", required=True, help="the Python file defining `model` that the run started from"
+    )
+    resume.add_argument("--quiet", action="store_true", help="no progress bars")
+    resume.set_defaults(func=_resume)
+
+    summary = sub.add_parser("summary", help="print the summary table of a store")
+    summary.add_argument("store")
+    summary.add_argument("--var", action="append", help="only these variables (repeatable)")
+    summary.set_defaults(func=_summary)
+
+    plot = sub.add_parser("plot", help="trace and rank plots of a store")
+    plot.add_argument("store")
+    plot.add_argument(
+        "--out", default="trace.png", help="trace plot file; the rank plot goes next to it"
+    )
+    plot.add_argument("--var", action="append", help="only these variables (repeatable)")
+    plot.add_argument("--max-draws", type=int, default=2000, help="thin to at most this many draws")
+    plot.set_defaults(func=_plot)
+
+    launch = sub.add_parser(
+        "launch",
+        help="start N local processes of a multi-process run",
+        description="Start N processes on 127.0.0.1 that join one run through "
+        "sluice.runtime.distributed.initialize(); e.g. sluice launch -n 2 -- python script.py",
+    )
+    launch.add_argument("-n", "--num-processes", type=int, required=True)
+    launch.add_argument(
+        "--devices-per-process",
+        type=int,
+        default=None,
+        help="CPU devices per process (default: JAX's)",
+    )
+    launch.add_argument(
+        "--timeout", type=float, default=None, help="stop everything after this many seconds"
+    )
+    launch.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="seconds the others get after one process fails (default: %(default)s)",
+    )
+    launch.add_argument("command_line", nargs=argparse.REMAINDER, help="-- program [args...]")
+    launch.set_defaults(func=_launch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileExistsError, FileNotFoundError, ValueError, OSError) as error:
+        print(f"sluice {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Checkpoints: a run's chain states, totals and position, in one checked file.
+
+A checkpoint is written per process after every chunk (see
+:mod:`sluice.io.store` for the protocol around it). The file is ``MAGIC``, the
+length of a JSON header (8 bytes, little endian), the header (settings, next
+iteration, totals, the leaves' dtypes and shapes), each leaf's raw C-order
+bytes, then the CRC-32 of everything after ``MAGIC`` and ``END``. A
+checkpoint is a few times larger than a chunk of draws (the statistics'
+state), so it is written straight from the arrays: no archive, no in-memory
+copy (an ``.npz`` archive cost 20% of a 10,000-dim run's sampling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["FORMAT", "VERSION", "Checkpoint", "StoreError", "atomic_write", "fsync_directory"]
+
+FORMAT = "sluice-store"
+VERSION = 2  # of the store format; 2: checkpoints in this raw format instead of .npz
+
+
+class StoreError(ValueError):
+    """A store that is not a sluice store, is damaged, or does not match the run."""
+
+
+@dataclasses.dataclass
+class Checkpoint:
+    """What a run needs to continue: settings, next iteration, chain states, totals.
+
+    Written per process with that process's block of chain slots in ``carry``;
+    :meth:`ZarrSink.load_checkpoint` returns all blocks concatenated.
+    """
+
+    config: dict[str, Any]
+    next_iteration: int
+    stats_ready: bool
+    carry: list[np.ndarray]  # leaves of the chain carry, leading axis = chain slots
+    totals: dict[str, Any]  # running totals (gradients, divergences, seconds)
+    sequence: int  # how many checkpoints the run wrote before this one
+
+    def _meta(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "config": self.config,
+            "next_iteration": self.next_iteration,
+            "stats_ready": self.stats_ready,
+            "totals": self.totals,
+            "sequence": self.sequence,
+            "leaves": [[np.dtype(x.dtype).str, list(x.shape)] for x in self.carry],
+        }
+
+    def write_to(self, file: Any) -> None:
+        """Write the checkpoint to an open binary file, without copying the leaves.
+
+        Layout: ``MAGIC``, the length of a JSON header (8 bytes, little
+        endian), the header, each leaf's raw C-order bytes, then the CRC-32 of
+        everything after ``MAGIC`` (4 bytes) and ``END``. A checkpoint is a few
+        times larger than a chunk of draws (the statistics' state), so it is
+        written straight from the arrays: no archive, no in-memory copy.
+        """
+        header = json.dumps(self._meta()).encode()
+        crc = 0
+        file.write(_MAGIC)
+        for part in (len(header).to_bytes(8, "little"), header):
+            file.write(part)
+            crc = zlib.crc32(part, crc)
+        for leaf in self.carry:
+            view = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)  # no copy
+            file.write(view)
+            crc = zlib.crc32(view, crc)
+        file.write(crc.to_bytes(4, "little") + _END)
+
+    @classmethod
+    def from_file(cls, path: Path) -> Checkpoint:
+        try:
+            meta, carry = _read_checkpoint(path)
+        except Exception as error:  # OS, JSON, length or checksum errors: all mean "damaged"
+            raise StoreError(
+                f"the checkpoint {path} is damaged and cannot be read: {error}"
+            ) from error
+        if meta.get("format") != FORMAT:
+            raise StoreError(f"{path} is not a sluice checkpoint")
+        missing = [k for k in _FIELDS if k != "carry" and k not in meta]
+        if missing:
+            raise StoreError(f"the checkpoint {path} is damaged: its header lacks {missing}")
+        return cls(*(meta[k] if k != "carry" else carry for k in _FIELDS))
+
+
+_FIELDS = ("config", "next_iteration", "stats_ready", "carry", "totals", "sequence")
+_MAGIC = b"SLUICECK"
+_END = b"SLUICEND"
+
+
+def _read_checkpoint(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
+    data = memoryview(Path(path).read_bytes())
+    if len(data) < len(_MAGIC) + 8 + 4 + len(_END) or data[: len(_MAGIC)] != _MAGIC:
+        raise ValueError("not a sluice checkpoint file (bad magic or too short)")
+    if data[-len(_END) :] != _END:
+        raise ValueError("truncated (no end marker)")
+    body = data[len(_MAGIC) : -len(_END) - 4]
+    expected = int.from_bytes(data[-len(_END) - 4 : -len(_END)], "little")
+    if zlib.crc32(body) != expected:
+        raise ValueError("checksum mismatch")
+    size = int.from_bytes(body[:8], "little")
+    meta = json.loads(bytes(body[8 : 8 + size]).decode())
+    offset = 8 + size
+    carry = []
+    for dtype, shape in meta["leaves"]:
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if offset + nbytes > len(body):
+            raise ValueError("shorter than its header says")
+        carry.append(np.frombuffer(body[offset : offset + nbytes], dtype).reshape(shape).copy())
+        offset += nbytes
+    if offset != len(body):
+        raise ValueError("longer than its header says")
+    return meta, carry
+
+
+def fsync_directory(path: Path) -> None:
+    """Make the entries of directory ``path`` (creations, renames) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(target: Path, payload: bytes | Callable[[Any], None]) -> None:
+    """Write ``payload`` (bytes, or a function that writes to a file) to ``target``
+    atomically and durably: a temporary file of a unique name, flushed and synced,
+    renamed over ``target``, then the directory synced. On failure the temporary
+    file is removed and ``target`` is untouched."""
+    target = Path(target)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            if callable(payload):
+                payload(f)
+            else:
+                f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_directory(target.parent)

@@ -1,0 +1,378 @@
+"""The compiled chunk: advance every chain by ``chunk_size`` iterations.
+
+One jitted function serves warmup and sampling alike. Iteration ``i`` of a
+chain (``0 <= i < num_warmup + num_draws``) is a warmup step while
+``i < num_warmup`` and draw ``t = i - num_warmup`` afterwards. Its key is
+
+* warmup: ``fold_in(fold_in(warmup_root, c), i)``
+* draw:   ``fold_in(fold_in(draws_root, c), t)``
+
+with ``c`` the global chain index, so draws depend neither on the chunk size
+nor on where a chunk starts. A chunk runs iterations ``start .. min(start +
+chunk_size, stop) - 1`` of one phase (``stop`` ends the current phase), in a
+loop with a traced trip count, so a short last chunk is neither recompiled
+nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
+traced arguments, so changing them never recompiles either. The phase is
+the same for a whole chunk; one copy of the kernel step serves both phases,
+and each phase's own work runs in a loop of zero or one iteration
+(:meth:`ChunkProgram._chain_step`).
+
+Per draw, the chunk applies the model's transform (and log-likelihood), feeds
+the result to the statistics, and, when the sink keeps draws, emits them with
+the sample statistics as ``(chains, chunk_size, ...)`` arrays.
+
+Nothing traced in here prints, writes or reads the clock; the host-side
+``ChunkProgram.compiled`` times ahead-of-time compilation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec
+
+from sluice._jax import random
+from sluice.mcmc.kernel import Kernel
+from sluice.model import FlatModel
+from sluice.stats.base import Statistic
+
+__all__ = ["ChainCarry", "ChunkCounters", "ChunkProgram", "RunKeys", "sample_stats_shapes"]
+
+
+class RunKeys(NamedTuple):
+    """Root keys of the three independent streams of a run."""
+
+    init: jax.Array  # (2,) uint32: initial step size search
+    warmup: jax.Array  # (2,) uint32
+    draws: jax.Array  # (2,) uint32
+    points: jax.Array  # (2,) uint32: random initial points (when init is a function)
+
+    @classmethod
+    def from_seed(cls, seed: int) -> RunKeys:
+        """``fold_in(PRNGKey(seed), i)`` for ``i = 0..3``; on the host with NumPy for
+        seeds in ``[0, 2**31)`` (JAX's eager ops compile small programs: ~70 ms)."""
+        if 0 <= seed < 2**31:  # PRNGKey(seed) is [0, seed]
+            root = np.asarray([0, seed], np.uint32)
+            return cls(*(random.host_fold_in(root, i) for i in range(4)))
+        root = jax.random.PRNGKey(seed)
+        return cls(*(np.asarray(jax.random.fold_in(root, i)) for i in range(4)))
+
+
+class ChainCarry(NamedTuple):
+    """Everything one chain carries from chunk to chunk (leading chain axis when batched)."""
+
+    kernel: Any  # the kernel's state: position (dim,), logdensity (), logdensity_grad (dim,)
+    adaptation: Any  # the kernel's warmup state; frozen during sampling
+    params: Any  # the kernel's tuned parameters (NUTS: step size, inverse mass matrix)
+    stats: Any  # state of the run's Statistic
+
+
+class ChunkCounters(NamedTuple):
+    """Per-chain totals over one chunk's valid iterations (summed on the host)."""
+
+    num_gradients: jax.Array  # () int32: log-density gradient evaluations
+    num_divergent: jax.Array  # () int32: divergent transitions (sampling only)
+    sum_acceptance: jax.Array  # () float32: sum of acceptance rates (sampling only)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ChunkProgram:
+    """The compiled per-run functions: ``init`` (start chains) and ``advance`` (one chunk).
+
+    ``advance(consts, carry, chain_ids, start, stop, num_warmup, schedule, keys)``
+    returns ``(carry, counters, outputs)``; ``outputs`` is ``None`` unless the
+    program records draws.
+    """
+
+    flat_model: FlatModel
+    kernel: Kernel
+    statistic: Statistic
+    chunk_size: int
+    record: bool
+    chain_method: str
+    mesh: Mesh | None
+
+    def key(self, name: str) -> tuple:
+        """The compile-cache key of the program ``name`` (``init``, ``advance``,
+        ``advance_donated``): the model's fingerprint and every setting it is built
+        from (see :mod:`sluice._jax.compile`)."""
+        devices = None if self.mesh is None else tuple(d.id for d in self.mesh.devices.flat)
+        return (
+            "mcmc.chunk", name, self.flat_model.fingerprint, self.kernel,
+            self.statistic.cache_key, self.chunk_size, self.record, self.chain_method, devices,
+        )  # fmt: skip
+
+    def jitted(self, name: str) -> Callable:
+        """The jitted function ``name`` (``init``, ``advance``, ``advance_donated``)."""
+        return self._jitted[name]
+
+    @functools.cached_property
+    def _jitted(self) -> dict[str, Callable]:
+        return {
+            "init": self._build_init(),
+            "advance": self._build_advance(),
+            "advance_donated": self._build_advance(donate=True),
+        }
+
+    # -- one chain ---------------------------------------------------------
+    def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
+        return functools.partial(self.flat_model.logdensity_fn, consts)
+
+    def _init_one(
+        self, consts: Any, position: jax.Array, chain_id: jax.Array, keys: RunKeys, example: Any
+    ) -> tuple[ChainCarry, jax.Array]:
+        logdensity = self._logdensity(consts)
+        warmup = self.kernel.warmup()
+        kstate = self.kernel.init(position, logdensity)
+        astate, num_grads = warmup.init(jax.random.fold_in(keys.init, chain_id), kstate, logdensity)
+        params = warmup.params(astate)
+        carry = ChainCarry(kstate, astate, params, self.statistic.init(example))
+        return carry, num_grads + 1  # and the initial point's gradient
+
+    def _record(self, consts: Any, position: jax.Array, stats: dict) -> dict[str, dict]:
+        out = {"posterior": self.flat_model.draws_fn(consts, position), "sample_stats": stats}
+        if self.flat_model.log_likelihood_fn is not None:
+            out["log_likelihood"] = self.flat_model.log_likelihood_fn(consts, position)
+        return out
+
+    def _chain_step(
+        self,
+        consts: Any,
+        chain_id: jax.Array,
+        num_warmup: jax.Array,
+        schedule: Any,
+        keys: RunKeys,
+    ) -> Callable:
+        """One chain's ``step(warming, i, carry) -> (carry, counters, record)``.
+
+        One kernel step serves both phases (``warming`` is the same for a whole
+        chunk): two phase-specific copies of the kernel made the program twice as
+        large, and the kernel dominates its compile time. The step reads
+        ``carry.params``, which the warmup keeps equal to the adaptation's current
+        parameters (and sets to its final ones at the last warmup iteration).
+
+        Each phase's own work (the adaptation; the statistics' update) runs in a
+        loop of zero or one iteration rather than a ``cond``: XLA copies a
+        ``cond``'s operand that one branch returns unchanged, and the statistics'
+        state (megabytes for a large model) was copied at every draw.
+        """
+        logdensity = self._logdensity(consts)
+        warmup = self.kernel.warmup()
+        warmup_key = jax.random.fold_in(keys.warmup, chain_id)
+        draws_key = jax.random.fold_in(keys.draws, chain_id)
+
+        def step(warming: jax.Array, i: jax.Array, carry: ChainCarry):
+            # Warmup: split(fold_in(warmup_key, i)) (a key for the step, one for the
+            # step-size search); sampling: fold_in(draws_key, i - num_warmup). Two
+            # unrolled Threefry hashes (JAX's CPU lowering is a rolled loop), not three.
+            base = jnp.where(warming, warmup_key, draws_key)
+            folded = random.fold_in(base, jnp.where(warming, i, i - num_warmup))
+            key, aux_key = random.split(folded)
+            key = jnp.where(warming, key, folded)
+            kstate, stats = self.kernel.step(key, carry.kernel, logdensity, carry.params)
+
+            def adapt_(_, acc):
+                astate, params, _ = acc
+                astate, extra = warmup.update(
+                    aux_key, astate, i, schedule, kstate, stats, logdensity
+                )
+                params = jax.tree.map(
+                    lambda final, current: jnp.where(i == num_warmup - 1, final, current),
+                    warmup.final(astate),
+                    warmup.params(astate),
+                )
+                return astate, params, extra
+
+            once, never = jnp.int32(1), jnp.int32(0)
+            astate, params, extra = jax.lax.fori_loop(
+                0,
+                jnp.where(warming, once, never),
+                adapt_,
+                (carry.adaptation, carry.params, jnp.int32(0)),
+            )
+            statistics = jax.lax.fori_loop(
+                0,
+                jnp.where(warming, never, once),
+                lambda _, s: self.statistic.update(
+                    s, self.flat_model.draws_fn(consts, kstate.position)
+                ),
+                carry.stats,
+            )
+            record = None
+            if self.record:
+                shape = jax.eval_shape(self._record, consts, kstate.position, stats)
+                record = jax.lax.cond(
+                    warming,
+                    lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape),
+                    lambda: self._record(consts, kstate.position, stats),
+                )
+            sampling = jnp.logical_not(warming)
+            counters = ChunkCounters(
+                stats["n_steps"] + extra,
+                (stats["diverging"] & sampling).astype(jnp.int32),
+                jnp.where(sampling, stats["acceptance_rate"], 0).astype(jnp.float32),
+            )
+            return ChainCarry(kstate, astate, params, statistics), counters, record
+
+        return step
+
+    def _step_output_shapes(self, consts, carry: ChainCarry, warming, start, step: Callable):
+        """Shapes of ``step``'s ``(counters, record)``, without tracing a kernel step
+        (a NUTS transition costs ~0.1 s to trace) when the kernel declares its
+        statistics' shapes and the log-density has the positions' dtype."""
+        position, logdensity = carry.kernel.position, carry.kernel.logdensity
+        if logdensity.dtype != position.dtype:
+            return jax.eval_shape(lambda: step(warming, start, carry)[1:])
+        counters = ChunkCounters(
+            *(jax.ShapeDtypeStruct((), t) for t in (jnp.int32, jnp.int32, jnp.float32))
+        )
+        record = None
+        if self.record:
+            x = jax.ShapeDtypeStruct(position.shape, position.dtype)
+            record = jax.eval_shape(self._record, consts, x, self.kernel.stats_shapes(x.dtype))
+        return counters, record
+
+    def _loop(self, consts, carry: ChainCarry, start, stop, num_warmup, step: Callable):
+        """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase.
+
+        A chunk lies within one phase (the host never lets one straddle the end of
+        warmup), so ``warming`` is the same for all its iterations, and the loop
+        runs only over valid iterations: a short chunk does no work for its missing
+        ones. Records go to row ``i - start`` of preallocated ``(chunk_size, ...)``
+        buffers (left at zero during warmup).
+        """
+        end = jnp.minimum(start + self.chunk_size, stop)
+        warming = start < num_warmup
+        counters_shape, record_shape = self._step_output_shapes(consts, carry, warming, start, step)
+        zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), counters_shape)
+        buffers = None
+        if record_shape is not None:
+            buffers = jax.tree.map(
+                lambda s: jnp.zeros((self.chunk_size, *s.shape), s.dtype), record_shape
+            )
+
+        def body(i, acc):
+            carry, totals, out = acc
+            carry, counters, record = step(warming, i, carry)
+            if out is not None:
+                out = jax.tree.map(
+                    lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, i - start, 0),
+                    out,
+                    record,
+                )
+            return carry, jax.tree.map(jnp.add, totals, counters), out
+
+        return jax.lax.fori_loop(start, end, body, (carry, zero, buffers))
+
+    def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
+        """One chunk of one chain (batched over chains by ``lax.map`` or ``vmap``)."""
+        step = self._chain_step(consts, chain_id, num_warmup, schedule, keys)
+        return self._loop(consts, carry, start, stop, num_warmup, step)
+
+    # -- batching over chains and devices -----------------------------------
+    def _sharded(self, batched: Callable, num_unbatched_tail: int) -> Callable:
+        """Wrap ``batched(consts, *per_chain, *shared)`` in ``shard_map`` over the devices."""
+        if self.mesh is None or self.mesh.size == 1:
+            return batched
+        chains = PartitionSpec("chains")
+
+        def sharded(consts, *args):
+            n = len(args) - num_unbatched_tail
+            in_specs = (PartitionSpec(), *([chains] * n), *([PartitionSpec()] * num_unbatched_tail))
+            return jax.shard_map(
+                batched, mesh=self.mesh, in_specs=in_specs, out_specs=chains, check_vma=False
+            )(consts, *args)
+
+        return sharded
+
+    def _batch(self, fn: Callable, num_unbatched_tail: int, carry_first: bool = False) -> Callable:
+        """Batch the one-chain ``fn(consts, *per_chain, *shared)`` over the chain axis.
+
+        ``carry_first``: ``fn`` returns a tuple whose first element has the
+        structure of its first per-chain argument (the chunk's carry); sequential
+        chains then update that argument's buffers in place (:func:`_map_in_place`).
+        """
+
+        def batched(consts, *args):
+            per_chain, shared = (
+                args[: len(args) - num_unbatched_tail],
+                args[len(args) - num_unbatched_tail :],
+            )
+            one = lambda *pc: fn(consts, *pc, *shared)  # noqa: E731
+            if self.chain_method == "vectorized":
+                return jax.vmap(one)(*per_chain)
+            if carry_first:
+                return _map_in_place(one, per_chain)
+            return jax.lax.map(lambda pc: one(*pc), per_chain)
+
+        return self._sharded(batched, num_unbatched_tail)
+
+    def _build_init(self) -> Callable:
+        def init_one(consts, position, chain_id, keys, example):
+            return self._init_one(consts, position, chain_id, keys, example)
+
+        return jax.jit(self._batch(init_one, num_unbatched_tail=2))
+
+    def _build_advance(self, donate: bool = False) -> Callable:
+        # ``advance`` does not donate its carry: with checkpoints, the host still reads
+        # chunk k's carry after dispatching chunk k+1. ``advance_donated`` (runs without
+        # checkpoints) does: each chunk's carry reuses the previous one's buffers, where
+        # fresh ones made the allocator's footprint grow with the number of chunks.
+        batched = self._batch(self._advance_one, num_unbatched_tail=5, carry_first=True)
+        return jax.jit(batched, donate_argnums=(1,) if donate else ())
+
+
+def _map_in_place(one: Callable, per_chain: tuple) -> tuple:
+    """``lax.map(one, per_chain)`` for a ``one`` whose first output replaces its first input.
+
+    ``lax.map`` builds its stacked outputs from zeros, reads each chain's inputs
+    out of the stacked ones and writes each result into the new stack: three
+    passes over a carry that holds the statistics' states (tens of megabytes for
+    a 1,000-element model with the default statistics), for every chunk; they
+    doubled the statistics' cost at ten chunks per run. Here the stacked carry
+    is the scan's own state: each chain's result overwrites its input in place
+    (the chunk program donates the carry), and only the other outputs are
+    stacked by the scan.
+    """
+    carry, rest = per_chain[0], tuple(per_chain[1:])
+    n = jax.tree.leaves(carry)[0].shape[0]
+
+    def body(stacked, xs):
+        c, rest_c = xs
+        carry_c = jax.tree.map(
+            lambda x: jax.lax.dynamic_index_in_dim(x, c, keepdims=False), stacked
+        )
+        new, *more = one(carry_c, *rest_c)
+        put = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, c, 0)  # noqa: E731
+        return jax.tree.map(put, stacked, new), tuple(more)
+
+    carry, outputs = jax.lax.scan(body, carry, (jnp.arange(n), rest))
+    return (carry, *outputs)
+
+
+def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.ShapeDtypeStruct]:
+    """Shapes of the sample statistics a step of ``kernel`` returns on ``flat_model``.
+
+    The kernel's declaration (:meth:`~sluice.mcmc.kernel.Kernel.stats_shapes`)
+    when the log-density has the positions' dtype; a traced transition when it
+    has another (mixed precision), which costs ~0.1 s for NUTS.
+    """
+    x = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
+    logdensity = functools.partial(flat_model.logdensity_fn, flat_model.consts)
+    if jax.eval_shape(logdensity, x).dtype == flat_model.dtype:
+        return kernel.stats_shapes(flat_model.dtype)
+
+    def one(x: jax.Array) -> dict[str, jax.Array]:
+        key = jnp.zeros((2,), jnp.uint32)
+        warmup = kernel.warmup()
+        kstate = kernel.init(x, logdensity)
+        astate, _ = warmup.init(key, kstate, logdensity)
+        return kernel.step(key, kstate, logdensity, warmup.params(astate))[1]
+
+    return jax.eval_shape(one, x)

@@ -1,0 +1,92 @@
+"""The kernel interface of the chunk engine: what any MCMC kernel provides.
+
+A kernel is a hashable object (its settings; equal settings compile to the
+same program) with pure functions for ONE chain on a flat ``(dim,)``
+position, in the shape of BlackJAX's ``SamplingAlgorithm``:
+
+* ``init(position, logdensity_fn) -> state``; the state has ``position``,
+  ``logdensity`` and ``logdensity_grad`` (the engine checks the starting
+  values for finiteness from them);
+* ``step(rng_key, state, logdensity_fn, params) -> (state, stats)``, with
+  ``stats`` a dict of per-draw sample statistics under ArviZ's names; every
+  kernel reports ``n_steps`` (gradient evaluations), ``diverging`` and
+  ``acceptance_rate``, which the chunk sums;
+* ``warmup() -> Warmup``: how the kernel tunes its ``params`` during warmup;
+* ``stats_shapes(dtype)``: the shapes of ``stats`` for positions of ``dtype``
+  (so that nothing traces a transition to learn them);
+* ``to_config()``: a JSON-able description (``{"name": ..., settings}``),
+  recorded in stores.
+
+The chunk (:mod:`sluice.mcmc.chunk`) knows kernels through this interface
+only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import jax
+
+__all__ = ["Kernel", "KernelParams", "KernelState", "Warmup"]
+
+
+class KernelState(NamedTuple):
+    """State of an HMC-family chain: a position, its log-density and gradient."""
+
+    position: jax.Array  # (dim,) float
+    logdensity: jax.Array  # () float
+    logdensity_grad: jax.Array  # (dim,) float
+
+
+class KernelParams(NamedTuple):
+    """Tuned parameters of an HMC-family kernel for one chain."""
+
+    step_size: jax.Array  # () float
+    inverse_mass_matrix: jax.Array  # (dim,) diagonal, or (dim, dim) dense
+
+
+class Warmup(NamedTuple):
+    """How a kernel tunes its parameters: pure functions of one chain and one iteration.
+
+    * ``schedule(num_warmup)``: host arrays (NumPy) that the warmup steps read,
+      built once per run (Stan's windows, say); traced, so a new warmup length
+      does not recompile;
+    * ``init(rng_key, kernel_state, logdensity_fn) -> (state, num_gradients)``;
+    * ``update(rng_key, state, iteration, schedule, kernel_state, stats,
+      logdensity_fn) -> (state, num_gradients)`` after the kernel's step at
+      warmup ``iteration``;
+    * ``params(state)``: the parameters the next step uses;
+    * ``final(state)``: the parameters every draw uses (taken at the last
+      warmup iteration).
+    """
+
+    schedule: Callable[[int], Any]
+    init: Callable[..., tuple[Any, jax.Array]]
+    update: Callable[..., tuple[Any, jax.Array]]
+    params: Callable[[Any], Any]
+    final: Callable[[Any], Any]
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """An MCMC kernel for the chunk engine (see the module docstring)."""
+
+    name: str
+    # cost model of chain_method="auto" (sluice.mcmc.chain_method): how much longer
+    # vectorized chains run than the average chain (lock step), and the kernel's own
+    # memory traffic per step and dimension, in bytes
+    lockstep: float
+    bookkeeping_bytes_per_dim: int
+
+    def init(self, position: jax.Array, logdensity_fn: Callable) -> Any: ...
+
+    def step(
+        self, rng_key: jax.Array, state: Any, logdensity_fn: Callable, params: Any
+    ) -> tuple[Any, dict[str, jax.Array]]: ...
+
+    def warmup(self) -> Warmup: ...
+
+    def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]: ...
+
+    def to_config(self) -> dict[str, Any]: ...

@@ -1,0 +1,255 @@
+"""sluice's own kernels, NUTS and static HMC, behind the interface of :mod:`sluice.mcmc.kernel`.
+
+Both are frozen, hashable descriptions (their settings) whose pure methods
+work on one chain's flat vector. The transitions are sluice's own
+(:mod:`sluice.mcmc.hamiltonian`): an iterative multinomial NUTS and static
+HMC written for the chunk engine (no copy of the trajectory per step, inline
+random numbers, and a batched implementation for vectorized chains). They
+follow BlackJAX's and NumPyro's NUTS in distribution and cost fewer
+operations per gradient; ``bench/nuts_kernels.py`` measures this. Their
+warmup (:meth:`warmup`) is Stan's window adaptation (:mod:`sluice.mcmc.adaptation`)
+with Stan's step-size search after each window, written to run in compiled
+chunks with progress and no per-step trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from sluice.mcmc import hamiltonian
+from sluice.mcmc.adaptation import WindowAdaptation, window_adaptation, window_schedule
+from sluice.mcmc.kernel import Kernel, KernelParams, KernelState, Warmup
+
+__all__ = [
+    "HMC",
+    "NUTS",
+    "get_kernel",
+    "hmc",
+    "kernel_from_config",
+    "kernel_to_config",
+    "nuts",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class _HMCFamily:
+    target_accept: float = 0.8
+    dense_mass: bool = False
+    divergence_threshold: float = 1000.0
+    initial_step_size: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.target_accept < 1.0:
+            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept!r}")
+        if not self.initial_step_size > 0:
+            raise ValueError(f"initial_step_size must be positive, got {self.initial_step_size!r}")
+
+    def init(self, position: jax.Array, logdensity_fn: Callable) -> KernelState:
+        logdensity, grad = jax.value_and_grad(logdensity_fn)(position)
+        return KernelState(position, logdensity, grad)
+
+    def adaptation(self) -> WindowAdaptation:
+        return window_adaptation(self.target_accept, self.dense_mass)
+
+    def warmup(self) -> Warmup:
+        """Stan's window adaptation; the step size is searched anew (Stan's
+        ``init_stepsize``) at the start and after each slow window's new metric."""
+        adapt = self.adaptation()
+
+        def params(state) -> KernelParams:
+            return KernelParams(*adapt.params(state))
+
+        def init(rng_key: jax.Array, kstate: KernelState, logdensity_fn: Callable):
+            state = adapt.init(kstate, self.initial_step_size)
+            step_size, num_grads = self.find_step_size(
+                rng_key, kstate, logdensity_fn, params(state)
+            )
+            return adapt.restart(state, step_size), num_grads
+
+        def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
+            state, window_ended = adapt.update(
+                state, iteration, schedule, kstate, stats["acceptance_rate"]
+            )
+
+            def new_step_size(state):  # Stan re-initialises the step size for the new metric
+                step_size, n = self.find_step_size(rng_key, kstate, logdensity_fn, params(state))
+                return adapt.restart(state, step_size), n
+
+            return jax.lax.cond(window_ended, new_step_size, lambda a: (a, jnp.int32(0)), state)
+
+        def final(state) -> KernelParams:
+            return KernelParams(*adapt.final(state))
+
+        return Warmup(window_schedule, init, update, params, final)
+
+    def to_config(self) -> dict[str, Any]:
+        """A JSON-able description: ``{"name": "nuts", "max_tree_depth": 10, ...}``."""
+        return {"name": self.name, **dataclasses.asdict(self)}
+
+    def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
+        """Shapes of the sample statistics :meth:`step` returns, for positions of
+        ``dtype``, without tracing a transition (which costs ~0.1 s for NUTS)."""
+        real, count, flag = (jax.ShapeDtypeStruct((), t) for t in (dtype, jnp.int32, jnp.bool_))
+        names = {"lp": real, "acceptance_rate": real, "step_size": real}
+        if self.name == "nuts":
+            names["tree_depth"] = count
+        return {**names, "n_steps": count, "diverging": flag, "energy": real}
+
+    def find_step_size(
+        self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
+    ) -> tuple[jax.Array, jax.Array]:
+        """Stan's ``init_stepsize`` heuristic: double or halve until one leapfrog
+        step's acceptance crosses 0.8. Returns ``(step_size, num_gradients)``."""
+        return hamiltonian.find_step_size(
+            rng_key, state, logdensity_fn, params.step_size, params.inverse_mass_matrix
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class NUTS(_HMCFamily):
+    """The No-U-Turn sampler (multinomial, iterative; :func:`sluice.mcmc.hamiltonian.nuts_step`).
+
+    Parameters
+    ----------
+    target_accept
+        Target of the step-size adaptation (Stan's ``adapt_delta``), default 0.8.
+    max_tree_depth
+        Maximum number of trajectory doublings, default 10 (at most 1023 steps).
+    dense_mass
+        Adapt a dense mass matrix instead of a diagonal one.
+    divergence_threshold
+        Energy error above which a transition is divergent.
+
+    References
+    ----------
+    Hoffman & Gelman (2014); Betancourt (2017), "A Conceptual Introduction to
+    Hamiltonian Monte Carlo".
+    """
+
+    max_tree_depth: int = 10
+    name = "nuts"
+    lockstep = 1.5  # vectorized chains double in lock step: each doubling lasts the longest
+    bookkeeping_bytes_per_dim = 100  # ~25 float32 passes per leapfrog step
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.max_tree_depth, int) and 1 <= self.max_tree_depth <= 30):
+            raise ValueError(
+                f"max_tree_depth must be an int in [1, 30], got {self.max_tree_depth!r}"
+            )
+
+    def step(
+        self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
+    ) -> tuple[KernelState, dict[str, jax.Array]]:
+        (position, logdensity, grad), info = hamiltonian.nuts_step(
+            rng_key,
+            state,
+            logdensity_fn,
+            params.step_size,
+            params.inverse_mass_matrix,
+            max_tree_depth=self.max_tree_depth,
+            divergence_threshold=self.divergence_threshold,
+        )
+        state = KernelState(position, logdensity, grad)
+        stats = {
+            "lp": logdensity,
+            "acceptance_rate": info["acceptance_rate"],
+            "step_size": jnp.asarray(params.step_size, logdensity.dtype),
+            "tree_depth": info["tree_depth"],
+            "n_steps": info["n_steps"],
+            "diverging": info["diverging"],
+            "energy": info["energy"],
+        }
+        return state, stats
+
+
+@dataclasses.dataclass(frozen=True)
+class HMC(_HMCFamily):
+    """Static HMC with ``num_integration_steps`` leapfrog steps (:func:`sluice.mcmc.hamiltonian.hmc_step`)."""
+
+    num_integration_steps: int = 10
+    name = "hmc"
+    lockstep = 1.0  # every chain takes the same number of steps
+    bookkeeping_bytes_per_dim = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.num_integration_steps, int) and self.num_integration_steps >= 1):
+            raise ValueError(
+                f"num_integration_steps must be a positive int, got {self.num_integration_steps!r}"
+            )
+
+    def step(
+        self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
+    ) -> tuple[KernelState, dict[str, jax.Array]]:
+        (position, logdensity, grad), info = hamiltonian.hmc_step(
+            rng_key,
+            state,
+            logdensity_fn,
+            params.step_size,
+            params.inverse_mass_matrix,
+            num_integration_steps=self.num_integration_steps,
+            divergence_threshold=self.divergence_threshold,
+        )
+        state = KernelState(position, logdensity, grad)
+        stats = {
+            "lp": logdensity,
+            "acceptance_rate": info["acceptance_rate"],
+            "step_size": jnp.asarray(params.step_size, logdensity.dtype),
+            "n_steps": info["n_steps"],
+            "diverging": info["diverging"],
+            "energy": info["energy"],
+        }
+        return state, stats
+
+
+def nuts(**settings: Any) -> NUTS:
+    """A :class:`NUTS` kernel, e.g. ``sluice.nuts(target_accept=0.9, max_tree_depth=8)``."""
+    return NUTS(**settings)
+
+
+def hmc(**settings: Any) -> HMC:
+    """An :class:`HMC` kernel, e.g. ``sluice.hmc(num_integration_steps=20)``."""
+    return HMC(**settings)
+
+
+def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
+    """Resolve ``"nuts"`` / ``"hmc"`` / a kernel object, applying non-None overrides."""
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if isinstance(kernel, str):
+        factories = {"nuts": NUTS, "hmc": HMC}
+        if kernel not in factories:
+            raise ValueError(
+                f"kernel must be one of {sorted(factories)} or a kernel object, got {kernel!r}"
+            )
+        cls = factories[kernel]
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise TypeError(f"kernel {kernel!r} has no setting(s) {sorted(unknown)}")
+        return cls(**overrides)
+    if isinstance(kernel, Kernel):
+        if not overrides:
+            return kernel
+        if not dataclasses.is_dataclass(kernel):
+            raise TypeError(
+                f"the settings {sorted(overrides)} apply to sluice's own kernels only; "
+                f"set them on the kernel {kernel!r} itself"
+            )
+        return dataclasses.replace(kernel, **overrides)
+    raise TypeError(f"kernel must be 'nuts', 'hmc' or a kernel object, got {kernel!r}")
+
+
+def kernel_to_config(kernel: Kernel) -> dict[str, Any]:
+    """A JSON-able description: ``{"name": "nuts", "max_tree_depth": 10, ...}``."""
+    return kernel.to_config()
+
+
+def kernel_from_config(config: dict[str, Any]) -> Kernel:
+    """The inverse of :func:`kernel_to_config`."""
+    settings = dict(config)
+    return get_kernel(settings.pop("name"), **settings)

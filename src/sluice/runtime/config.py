@@ -1,0 +1,129 @@
+"""The settings of a run, defined once: :class:`RunConfig`.
+
+``sluice.sample`` builds one from its arguments (validated before anything is
+traced or compiled, errors naming the argument and its value); the plan
+resolves what the user left to sluice (``chunk_size``, ``chain_method``,
+``default_stats``); the resolved config is what a store records (its JSON
+form, :meth:`RunConfig.to_json`), what ``sluice.resume`` reads back
+(:meth:`RunConfig.from_json`) and checks, and what ``run.info.config`` holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from sluice._checks import check_count, check_int
+from sluice.mcmc.kernel import Kernel
+from sluice.mcmc.kernels import get_kernel, kernel_from_config
+
+__all__ = ["CHAIN_METHODS", "RunConfig"]
+
+CHAIN_METHODS = ("auto", "vectorized", "sequential")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """Every setting of an MCMC run that its draws depend on.
+
+    Attributes
+    ----------
+    chains, warmup, draws
+        Chains, warmup iterations, draws kept per chain.
+    chunk_size, num_chunks
+        Iterations per chain in one compiled chunk (``None`` or ``"auto"``:
+        chosen by the plan), or how many chunks the draws are split into.
+        Resolved, ``chunk_size`` is an int and ``num_chunks`` is ``None``.
+    kernel
+        A kernel object (``"nuts"`` and ``"hmc"`` are resolved to
+        :class:`~sluice.NUTS` and :class:`~sluice.HMC`).
+    chain_method
+        ``"auto"``, ``"vectorized"`` or ``"sequential"``.
+    seed
+        Root of every random stream.
+    default_stats
+        ``True``, ``False`` or ``"auto"`` (resolved by the plan from the sink).
+    statistics
+        Names of the run's streaming statistics (set by the plan).
+    """
+
+    chains: int = 4
+    warmup: int = 1000
+    draws: int = 1000
+    chunk_size: int | str | None = None
+    num_chunks: int | None = None
+    kernel: Any = "nuts"
+    chain_method: str = "auto"
+    seed: int = 0
+    default_stats: bool | str = "auto"
+    statistics: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check_count("chains", self.chains)
+        check_count("draws", self.draws)
+        check_count("warmup", self.warmup, allow_zero=True)
+        check_int("seed", self.seed)
+        if self.chain_method not in CHAIN_METHODS:
+            raise ValueError(
+                f"chain_method must be one of {CHAIN_METHODS}, got {self.chain_method!r}"
+            )
+        if self.chunk_size is not None and self.num_chunks is not None:
+            raise ValueError(
+                f"give chunk_size or num_chunks, not both (got chunk_size={self.chunk_size!r}, "
+                f"num_chunks={self.num_chunks!r})"
+            )
+        if self.num_chunks is not None:
+            check_count("num_chunks", self.num_chunks)
+        if self.chunk_size is not None and self.chunk_size != "auto":
+            check_count("chunk_size", self.chunk_size)
+        if not (isinstance(self.default_stats, bool) or self.default_stats == "auto"):
+            raise TypeError(
+                f"default_stats must be True, False or 'auto', got {self.default_stats!r}"
+            )
+        if not isinstance(self.kernel, Kernel):
+            object.__setattr__(self, "kernel", get_kernel(self.kernel))
+        for name in ("chains", "draws", "warmup", "seed"):  # numpy integers become ints
+            object.__setattr__(self, name, int(getattr(self, name)))
+        object.__setattr__(self, "statistics", tuple(self.statistics))
+
+    @property
+    def resolved(self) -> bool:
+        """Whether nothing is left to choose (as a store records it)."""
+        return (
+            isinstance(self.chunk_size, int)
+            and self.chain_method != "auto"
+            and isinstance(self.default_stats, bool)
+        )
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-able form a store records (kernel as its ``to_config()``)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["kernel"] = self.kernel.to_config()
+        out["statistics"] = sorted(self.statistics)
+        del out["num_chunks"]  # resolved into chunk_size
+        return json.loads(json.dumps(out))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        """The inverse of :meth:`to_json` (unknown keys are an error naming them)."""
+        data = dict(data)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"a run config has no setting(s) {unknown}")
+        data["kernel"] = kernel_from_config(data["kernel"])
+        data["statistics"] = tuple(data.get("statistics", ()))
+        return cls(**data)
+
+    @staticmethod
+    def jsonable(name: str, value: Any) -> Any:
+        """``value`` of setting ``name`` as it reads back from a store's JSON."""
+        if name == "kernel":
+            return get_kernel(value).to_config()
+        if name == "statistics":
+            return sorted(value)
+        return json.loads(json.dumps(value))

@@ -1,0 +1,207 @@
+"""Where chains live: a 1-D mesh over every device of every process.
+
+A run has ``num_slots`` chain slots: the chain count rounded up to a multiple
+of the device count (the padded slots run real, independent chains whose
+output is dropped, so no chain is ever silently lost and the per-device
+program is the same everywhere). Slots are laid along the mesh axis
+``"chains"`` in device order; ``jax.devices()`` lists devices by process, so
+each process owns one contiguous block of slots.
+
+In one process this is plain ``device_put`` / ``device_get``. With several
+processes (after ``jax.distributed.initialize``) a process can only read its
+own devices' shards: :meth:`Topology.local` returns this process's block,
+:meth:`Topology.allgather` the whole array on every process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+__all__ = ["Topology"]
+
+BARRIER_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Topology:
+    """Chain slots over devices and processes."""
+
+    devices: tuple[jax.Device, ...]
+    num_chains: int
+    num_slots: int
+    process_index: int
+    process_count: int
+    mesh: Mesh | None
+
+    @classmethod
+    def build(cls, num_chains: int, devices: list[jax.Device] | tuple | None = None) -> Topology:
+        """Lay ``num_chains`` chains over ``devices`` (default: every device of every process;
+        in a single process, no more devices than chains)."""
+        process_count = jax.process_count()
+        if devices is None:
+            devices = jax.devices()
+            if process_count == 1:
+                devices = devices[: max(1, min(len(devices), num_chains))]
+        devices = tuple(devices)
+        if not devices:
+            raise ValueError("devices must name at least one device, got an empty list")
+        processes = sorted({d.process_index for d in devices})
+        if process_count > 1 and processes != list(range(process_count)):
+            raise ValueError(
+                f"with {process_count} processes the devices must include every process's devices, "
+                f"got devices of processes {processes}"
+            )
+        per_process = {p: sum(d.process_index == p for d in devices) for p in processes}
+        if len(set(per_process.values())) > 1:
+            raise ValueError(
+                f"every process must bring the same number of devices, got {per_process}"
+            )
+        num_slots = math.ceil(num_chains / len(devices)) * len(devices)
+        mesh = Mesh(np.array(devices), ("chains",)) if len(devices) > 1 else None
+        return cls(devices, num_chains, num_slots, jax.process_index(), process_count, mesh)
+
+    # -- layout ------------------------------------------------------------------
+    @property
+    def multiprocess(self) -> bool:
+        return self.process_count > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Process 0 shows progress and creates shared files."""
+        return self.process_index == 0
+
+    @property
+    def slots_per_process(self) -> int:
+        return self.num_slots // (self.process_count if self.multiprocess else 1)
+
+    @property
+    def local_slots(self) -> slice:
+        """This process's block of chain slots."""
+        if not self.multiprocess:
+            return slice(0, self.num_slots)
+        start = self.process_index * self.slots_per_process
+        return slice(start, start + self.slots_per_process)
+
+    @property
+    def local_chains(self) -> slice:
+        """This process's real chains (its slots minus padding)."""
+        s = self.local_slots
+        return slice(min(s.start, self.num_chains), min(s.stop, self.num_chains))
+
+    @property
+    def sharding(self) -> NamedSharding | None:
+        if self.mesh is None:
+            return None
+        return NamedSharding(self.mesh, PartitionSpec("chains"))
+
+    # -- moving data ------------------------------------------------------------------
+    def put(self, tree: Any) -> Any:
+        """Place a pytree with a leading ``num_slots`` axis (the same on every process)."""
+        sharding = self.sharding
+        if sharding is None:
+            return jax.device_put(tree, self.devices[0])
+        if not self.multiprocess:
+            return jax.device_put(tree, sharding)
+
+        def one(x: Any) -> jax.Array:
+            x = np.asarray(x)
+            return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+        return jax.tree.map(one, tree)
+
+    def put_local(self, tree: Any) -> Any:
+        """Place a pytree holding only this process's slots (leading ``slots_per_process``)."""
+        if not self.multiprocess:
+            return self.put(tree)
+        sharding = self.sharding
+
+        def one(x: Any) -> jax.Array:
+            x = np.asarray(x)
+            return jax.make_array_from_process_local_data(
+                sharding, x, (self.num_slots, *x.shape[1:])
+            )
+
+        return jax.tree.map(one, tree)
+
+    def local(self, tree: Any) -> Any:
+        """This process's slots of a chain-sharded pytree, as NumPy (leading ``slots_per_process``)."""
+        if not self.multiprocess:
+            return jax.tree.map(np.asarray, jax.device_get(tree))
+        start = self.local_slots.start
+
+        def one(x: jax.Array) -> np.ndarray:
+            out = np.empty((self.slots_per_process, *x.shape[1:]), x.dtype)
+            for shard in x.addressable_shards:
+                rows = shard.index[0]
+                out[rows.start - start : rows.stop - start] = np.asarray(shard.data)
+            return out
+
+        return jax.tree.map(one, tree)
+
+    def allgather(self, local_tree: Any) -> Any:
+        """Concatenate every process's local block (NumPy, leading ``slots_per_process``)."""
+        if not self.multiprocess:
+            return local_tree
+        self._align("allgather")
+        return jax.tree.map(_allgather_exact, local_tree)
+
+    def broadcast_from_main(self, tree: Any) -> Any:
+        """Process 0's value of a NumPy pytree, on every process."""
+        if not self.multiprocess:
+            return tree
+        self._align("broadcast")
+        return jax.tree.map(lambda x: _allgather_exact(np.asarray(x)[None])[0], tree)
+
+    def sum_over_processes(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Sum host-side totals (gradient counts, divergences) over processes."""
+        if not self.multiprocess:
+            return values
+        names = sorted(values)
+        local = np.asarray([values[n] for n in names], np.float64)[None]
+        self._align("sum")
+        total = _allgather_exact(local).sum(axis=0)
+        return {n: type(values[n])(v) for n, v in zip(names, total, strict=True)}
+
+    def _align(self, name: str) -> None:
+        """Meet at a coordination-service barrier before a device collective.
+
+        The first collective on a group of devices sets up a gloo rendezvous
+        with a fixed 30 s deadline; processes arriving further apart (one
+        slower host, a longer compile) would fail it. A dead peer still ends
+        the wait within JAX's heartbeat timeout.
+        """
+        self.barrier(f"before-{name}")
+
+    def barrier(self, name: str, timeout_seconds: float = BARRIER_TIMEOUT_SECONDS) -> None:
+        """Wait until every process reaches ``name`` (no-op in one process).
+
+        The timeout is long on purpose: processes legitimately arrive far apart
+        (a slow chunk, a long compile), and a dead peer already ends the wait
+        within JAX's heartbeat timeout.
+        """
+        if not self.multiprocess:
+            return
+        from sluice.runtime.distributed import barrier
+
+        barrier(name, timeout_seconds)
+
+
+def _allgather_exact(x: np.ndarray) -> np.ndarray:
+    """``process_allgather`` along axis 0, bit-exact for any dtype.
+
+    Arrays travel as bytes: without ``jax_enable_x64`` JAX would turn int64
+    and float64 host arrays into 32-bit ones on the way.
+    """
+    from jax.experimental import multihost_utils
+
+    x = np.ascontiguousarray(x)
+    rows = x.shape[0]
+    as_bytes = x.view(np.uint8).reshape(rows, -1) if x.size else np.zeros((rows, 0), np.uint8)
+    gathered = np.asarray(multihost_utils.process_allgather(as_bytes, tiled=True))
+    return gathered.reshape(-1).view(x.dtype).reshape(gathered.shape[0], *x.shape[1:])

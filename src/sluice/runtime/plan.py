@@ -1,0 +1,210 @@
+"""Everything fixed before a run samples: :class:`Plan`.
+
+The plan resolves a :class:`~sluice.runtime.config.RunConfig` against the
+model, the devices and the sink: the chain method (a cost model on CPU), the
+chunk size (a device-memory budget and about ten progress updates), the
+default statistics, the layout of what is recorded, and the chunk program
+(:class:`~sluice.mcmc.chunk.ChunkProgram`, compiled on first use through the
+cache of :mod:`sluice._jax.compile`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from sluice import stats as _stats
+from sluice.io.sinks import Layout, MemorySink
+from sluice.mcmc.chain_method import choose_chain_method
+from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
+from sluice.model import FlatModel, Model, as_model
+from sluice.runtime.config import RunConfig
+from sluice.runtime.parallel import Topology
+from sluice.stats.base import Statistic
+
+__all__ = ["DEFAULT_STATISTIC", "Plan", "bytes_per_draw"]
+
+DEFAULT_CHUNK_BUDGET_BYTES = 256 * 2**20
+DEFAULT_STATISTIC = "summary"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """A resolved config with its model, placement, layout and chunk program."""
+
+    config: RunConfig  # resolved: chunk_size an int, chain_method and default_stats chosen
+    model: Model
+    flat: FlatModel
+    topology: Topology
+    layout: Layout
+    program: ChunkProgram
+    keys: RunKeys
+    statistics: dict[str, Statistic]  # every statistic of the run, defaults included
+    check_init: bool
+
+    @classmethod
+    def build(
+        cls,
+        config: RunConfig,
+        model: Model | Any,
+        *,
+        sink: Any,
+        init: Any = None,
+        stats: dict[str, Statistic] | None = None,
+        devices: list[jax.Device] | None = None,
+        check_init: bool = True,
+    ) -> Plan:
+        if stats is not None and not (
+            isinstance(stats, dict) and all(isinstance(s, Statistic) for s in stats.values())
+        ):
+            raise TypeError(f"stats must be a dict of sluice.stats.Statistic, got {stats!r}")
+        default_stats = config.default_stats
+        if default_stats == "auto":
+            default_stats = not isinstance(sink, MemorySink)
+        statistics = dict(stats or {})
+        if default_stats:
+            if DEFAULT_STATISTIC in statistics:
+                raise ValueError(
+                    f"stats={{{DEFAULT_STATISTIC!r}: ...}} clashes with the default summary "
+                    f"statistics; rename it or pass default_stats=False"
+                )
+            statistics = {DEFAULT_STATISTIC: _stats.summary_statistics(config.draws), **statistics}
+
+        model = as_model(model, init)
+        flat = model.flatten()
+        topology = Topology.build(config.chains, devices)
+        chains_per_device = topology.num_slots // len(topology.devices)
+        chain_method = config.chain_method
+        if chain_method == "auto":
+            chain_method = choose_chain_method(
+                flat, config.kernel, topology.devices, chains_per_device
+            )
+        local = topology.local_chains
+        layout = Layout(
+            config.chains,
+            config.draws,
+            _layout_groups(flat, config.kernel),
+            dims=dict(model.dims or {}),
+            coords=dict(model.coords or {}),
+            constant_groups={"observed_data": dict(model.observed_data)}
+            if model.observed_data
+            else None,
+            local_chains=(local.start, local.stop),
+            chains_per_process=topology.slots_per_process,
+            process_index=topology.process_index,
+        )
+        chunk = _resolve_chunk_size(config, layout, chains_per_device)
+        config = config.replace(
+            chunk_size=chunk,
+            num_chunks=None,
+            chain_method=chain_method,
+            default_stats=bool(default_stats),
+            statistics=tuple(sorted(statistics)),
+        )
+        program = ChunkProgram(
+            flat,
+            config.kernel,
+            _stats.group(statistics),
+            chunk,
+            sink.keeps_draws,
+            chain_method,
+            topology.mesh,
+        )
+        return cls(
+            config,
+            model,
+            flat,
+            topology,
+            layout,
+            program,
+            RunKeys.from_seed(config.seed),
+            statistics,
+            check_init,
+        )
+
+    @property
+    def summary_key(self) -> str | None:
+        """The name of the default summary statistics, if the run computes them."""
+        return DEFAULT_STATISTIC if self.config.default_stats else None
+
+    def describe(self) -> dict[str, Any]:
+        """The settings and model identity a resumed run must share (JSON-able)."""
+        return {
+            "config": self.config.to_json(),
+            "model": {
+                "name": self.model.name,
+                "dim": self.flat.dim,
+                "dtype": str(self.flat.dtype),
+                "draws": {
+                    k: [list(s), str(d)] for k, (s, d) in self.layout.groups["posterior"].items()
+                },
+                "program": self.flat.fingerprint,
+                "data": self.flat.data_hash(),
+            },
+        }
+
+    def local_positions(self) -> jax.Array:
+        """Starting points of this process's chain slots, ``(slots_per_process, dim)``."""
+        slots = self.topology.local_slots
+        ids = np.arange(slots.start, slots.stop, dtype=np.int32)
+        if not callable(self.model.init):  # one point for every chain: built on the host
+            # (as ravel_pytree orders and casts leaves; JAX's eager ops would compile)
+            leaves = jax.tree.leaves(self.model.example_point())
+            flat = np.concatenate([np.asarray(x, self.flat.dtype).ravel() for x in leaves])
+            return np.ascontiguousarray(np.broadcast_to(flat, (len(ids), flat.size)))
+        points = self.model.initial_points(self.keys.points, ids)
+        return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
+
+
+def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
+    groups = {"posterior": {k: (v.shape, np.dtype(v.dtype)) for k, v in flat.draw_shapes().items()}}
+    stat_shapes = sample_stats_shapes(flat, kernel)
+    groups["sample_stats"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in stat_shapes.items()}
+    ll = flat.log_likelihood_shapes()
+    if ll:
+        groups["log_likelihood"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in ll.items()}
+    return groups
+
+
+def _resolve_chunk_size(config: RunConfig, layout: Layout, chains_per_device: int) -> int:
+    draws, warmup = config.draws, config.warmup
+    if isinstance(config.chunk_size, int):
+        return min(config.chunk_size, max(draws, warmup))
+    if config.num_chunks is not None:
+        return math.ceil(draws / config.num_chunks)
+    budget = _device_budget_bytes()
+    by_memory = max(1, budget // max(1, chains_per_device * bytes_per_draw(layout)))
+    by_progress = max(1, math.ceil(draws / 10))
+    return int(min(by_memory, by_progress))
+
+
+def bytes_per_draw(layout: Layout) -> int:
+    """Bytes of one chain's recorded draw: posterior, sample stats, log-likelihood."""
+    return sum(
+        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for names in layout.groups.values()
+        for shape, dtype in names.values()
+    )
+
+
+def _device_budget_bytes() -> int:
+    """A quarter of the device's free memory where JAX reports it, else 256 MiB
+    (``SLUICE_CHUNK_BUDGET_BYTES`` in the environment overrides both)."""
+    env = os.environ.get("SLUICE_CHUNK_BUDGET_BYTES")
+    if env:
+        return int(env)
+    try:
+        mem = jax.devices()[0].memory_stats() or {}
+    except Exception:  # some backends do not implement memory_stats
+        mem = {}
+    if "bytes_limit" in mem:
+        return max(
+            DEFAULT_CHUNK_BUDGET_BYTES // 16, (mem["bytes_limit"] - mem.get("bytes_in_use", 0)) // 4
+        )
+    return DEFAULT_CHUNK_BUDGET_BYTES

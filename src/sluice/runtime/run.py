@@ -1,0 +1,276 @@
+"""The result of :func:`sluice.sample`: draws (if kept), statistics, summary, InferenceData."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from sluice.io.sinks import ResumableSink
+from sluice.runtime import statistics as run_statistics
+from sluice.runtime.config import RunConfig
+
+__all__ = ["Run", "RunInfo"]
+
+
+@dataclasses.dataclass
+class RunInfo:
+    """Settings (:class:`~sluice.runtime.config.RunConfig`), timings and sampler totals."""
+
+    config: RunConfig
+    num_devices: int = 1
+    compile_seconds: float = 0.0  # ahead-of-time compilation in this run (0 when reused)
+    warmup_seconds: float = 0.0  # initialisation and warmup, without compilation
+    sampling_seconds: float = 0.0  # drawing and writing, without compilation
+    total_seconds: float = 0.0
+    num_gradients_warmup: int = 0
+    num_gradients: int = 0
+    num_divergent: int = 0
+    mean_acceptance: float = float("nan")
+    params: Any = None  # the kernel's tuned parameters per chain (leading chain axis)
+    step_size: np.ndarray | None = None  # HMC family: the tuned step size of each chain
+    inverse_mass_matrix: np.ndarray | None = None  # and its inverse mass matrix
+    _sum_acceptance: float = 0.0
+
+    @property
+    def chains(self) -> int:
+        return self.config.chains
+
+    @property
+    def warmup(self) -> int:
+        return self.config.warmup
+
+    @property
+    def draws(self) -> int:
+        return self.config.draws
+
+    @property
+    def chunk_size(self) -> int:
+        return self.config.chunk_size
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def kernel(self) -> Any:
+        return self.config.kernel
+
+    @property
+    def chain_method(self) -> str:
+        return self.config.chain_method
+
+    def add_counters(self, counters: Any) -> None:
+        """Add one chunk's per-chain counters (this process's real chains)."""
+        self.num_gradients += int(np.sum(counters.num_gradients, dtype=np.int64))
+        self.num_divergent += int(np.sum(counters.num_divergent, dtype=np.int64))
+        self._sum_acceptance += float(np.sum(counters.sum_acceptance, dtype=np.float64))
+        self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
+
+    _PERSISTED = (
+        "compile_seconds",
+        "warmup_seconds",
+        "sampling_seconds",
+        "num_gradients_warmup",
+        "num_gradients",
+        "num_divergent",
+        "_sum_acceptance",
+    )
+    _SUMMED = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The running totals a checkpoint carries (JSON-able)."""
+        return {name: getattr(self, name) for name in self._PERSISTED}
+
+    def restore(self, totals: dict[str, Any]) -> None:
+        for name in self._PERSISTED:
+            setattr(self, name, totals.get(name, 0))
+
+    def totals(self) -> dict[str, Any]:
+        """The totals that add up over processes."""
+        return {name: getattr(self, name) for name in self._SUMMED}
+
+    def merge_totals(self, totals: dict[str, Any]) -> None:
+        for name, value in totals.items():
+            setattr(self, name, value)
+        self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
+
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.draws // self.chunk_size)
+
+
+class Run:
+    """Draws and statistics of a finished (or resumed) run.
+
+    Attributes
+    ----------
+    draws
+        ``{name: ndarray (chain, draw, ...)}`` of the recorded quantities, when
+        the sink keeps draws.
+    sample_stats
+        ``{name: ndarray (chain, draw)}``: ``lp``, ``acceptance_rate``,
+        ``step_size``, ``tree_depth``, ``n_steps``, ``diverging``, ``energy``.
+    log_likelihood
+        ``{name: ndarray (chain, draw, ...)}`` when the model defines it.
+    stats, stats_per_chain
+        Finalized streaming statistics, merged over chains and per chain.
+    info
+        :class:`RunInfo`: settings, timings, gradient counts, tuned step sizes.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        sink: Any,
+        info: RunInfo,
+        statistics: dict[str, Any],
+        stats_states: dict[str, Any],
+        local_chains: slice | None = None,
+        summary_key: str | None = None,
+    ):
+        self.model = model
+        self.sink = sink
+        self.info = info
+        #: the chains whose draws this process holds (all of them in a single process)
+        self.local_chains = local_chains if local_chains is not None else slice(0, info.chains)
+        self._statistics = dict(statistics)
+        self._stats_states = stats_states  # {name: state with a leading chain axis}
+        self._summary_key = summary_key
+        self._finalized: dict[str, Any] = {}
+
+    # -- draws ----------------------------------------------------------------
+    def _group(self, group: str) -> dict[str, np.ndarray]:
+        data = self.sink.kept()
+        if data is None:
+            raise AttributeError(
+                f"this run kept no draws (sink={type(self.sink).__name__}); use sink='memory' "
+                "or a ZarrSink, or read run.stats / run.summary()"
+            )
+        return data.get(group, {})
+
+    @property
+    def draws(self) -> dict[str, np.ndarray]:
+        return self._group("posterior")
+
+    @property
+    def sample_stats(self) -> dict[str, np.ndarray]:
+        return self._group("sample_stats")
+
+    @property
+    def log_likelihood(self) -> dict[str, np.ndarray]:
+        return self._group("log_likelihood")
+
+    # -- statistics -------------------------------------------------------------
+    def _chain_state(self, name: str, chain: int) -> Any:
+        return jax.tree.map(lambda x: x[chain], self._stats_states[name])
+
+    @property
+    def stats_per_chain(self) -> list[dict[str, Any]]:
+        """Finalized statistics of each chain: ``[{name: value}]``, one dict per chain."""
+        return [
+            {
+                n: run_statistics.finalize(s, self._chain_state(n, c))
+                for n, s in self._statistics.items()
+            }
+            for c in range(self.info.chains)
+        ]
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Finalized statistics ``{name: value}``, merged over all chains (and hosts)."""
+        return {name: self._finalize(name) for name in self._statistics}
+
+    def _finalize(self, name: str) -> Any:
+        if name not in self._finalized:
+            statistic = self._statistics[name]
+            state = self.merged_stats_state(name)
+            self._finalized[name] = run_statistics.finalize(statistic, state)
+        return self._finalized[name]
+
+    def merged_stats_state(self, name: str) -> Any:
+        """The state of statistic ``name`` with all chains merged (a pairwise tree of merges)."""
+        if name not in self._statistics:
+            raise KeyError(f"no statistic named {name!r}; this run has {sorted(self._statistics)}")
+        states = [self._chain_state(name, c) for c in range(self.info.chains)]
+        return run_statistics.merge_chains(self._statistics[name], states)
+
+    # -- reports ------------------------------------------------------------------
+    def to_arviz(self) -> Any:
+        """An ``arviz.InferenceData`` with posterior, sample_stats, log_likelihood, observed_data."""
+        if isinstance(self.sink, ResumableSink):  # a store on disk: open it lazily
+            from sluice.io.store import open_store
+
+            return open_store(self.sink.path)
+        from sluice.io.arviz import to_inference_data
+
+        return to_inference_data(self)
+
+    def summary(self, *, interval: str = "hdi", round_to: Any = None, source: str = "auto") -> Any:
+        """A pandas DataFrame like ``arviz.summary``: mean, sd, interval, MCSE, ESS, R-hat.
+
+        Parameters
+        ----------
+        interval
+            ``"hdi"`` (94% highest-density interval, as ArviZ) or ``"eti"``
+            (equal-tailed).
+        round_to
+            ``None``: ArviZ's default rounding; ``"none"``; or a number of decimals.
+        source
+            ``"stats"``: from the streaming statistics computed while sampling
+            (``default_stats=True``), whatever the sink; ``"draws"``: ArviZ on
+            the kept draws; ``"auto"``: the statistics when the run has them.
+        """
+        if source not in ("auto", "stats", "draws"):
+            raise ValueError(f"source must be 'auto', 'stats' or 'draws', got {source!r}")
+        keeps_draws = self.sink.kept() is not None
+        if source == "draws" or (source == "auto" and self._summary_key is None and keeps_draws):
+            from sluice.io.arviz import import_arviz
+
+            if interval not in ("hdi", "eti"):
+                raise ValueError(f"interval must be 'hdi' or 'eti', got {interval!r}")
+            kwargs: dict[str, Any] = {"stat_focus": "median"} if interval == "eti" else {}
+            if round_to is not None:
+                kwargs["round_to"] = round_to
+            return import_arviz().summary(self.to_arviz(), **kwargs)
+        if self._summary_key is None:
+            raise ValueError(
+                "this run computed no summary statistics (default_stats=False)"
+                + ("; use source='draws'" if keeps_draws else " and kept no draws")
+                + ": sample with default_stats=True"
+            )
+        from sluice.stats import summary_table
+
+        table = summary_table(
+            self._finalize(self._summary_key), interval=interval, round_to=round_to
+        )
+        return table.rename(index=_arviz_labels(self.model, self._finalize(self._summary_key)))
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (
+            f"Run({i.chains} chains x {i.draws} draws, warmup {i.warmup}, chunk {i.chunk_size}, "
+            f"{i.num_divergent} divergent, {i.sampling_seconds:.2f}s sampling)"
+        )
+
+
+def _arviz_labels(model: Any, result: dict[str, Any]) -> dict[str, str]:
+    """Row labels with coordinate values where the model names them, as ArviZ writes them."""
+    dims = dict(getattr(model, "dims", None) or {})
+    coords = dict(getattr(model, "coords", None) or {})
+    mapping: dict[str, str] = {}
+    for name, value in result["mean"].items():
+        shape = np.shape(value)
+        names = list(dims.get(name, ()))
+        if not shape or not names:
+            continue
+        values = [coords.get(d) for d in names]
+        for index in np.ndindex(*shape):
+            parts = [
+                str(values[k][i]) if k < len(values) and values[k] is not None else str(i)
+                for k, i in enumerate(index)
+            ]
+            mapping[f"{name}[{', '.join(str(i) for i in index)}]"] = f"{name}[{', '.join(parts)}]"
+    return mapping

@@ -1,0 +1,207 @@
+"""``sample()`` and ``resume()``: the public entry points of MCMC runs.
+
+Both validate their arguments into a :class:`~sluice.runtime.config.RunConfig`
+before anything is traced or compiled, build a
+:class:`~sluice.runtime.plan.Plan` and run a
+:class:`~sluice.runtime.session.Session` (the host loop around the compiled
+chunk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from sluice.io.sinks import resolve_sink
+from sluice.mcmc.kernel import Kernel
+from sluice.mcmc.kernels import get_kernel
+from sluice.model import Model
+from sluice.runtime.config import RunConfig
+from sluice.runtime.plan import Plan
+from sluice.runtime.run import Run
+from sluice.runtime.session import Session, open_sink
+from sluice.stats.base import Statistic
+
+__all__ = ["resume", "sample"]
+
+
+def sample(
+    model: Model | Callable,
+    *,
+    init: Any = None,
+    chains: int = 4,
+    warmup: int = 1000,
+    draws: int = 1000,
+    chunk_size: int | str | None = None,
+    num_chunks: int | None = None,
+    kernel: str | Kernel = "nuts",
+    target_accept: float | None = None,
+    max_tree_depth: int | None = None,
+    dense_mass: bool | None = None,
+    chain_method: str = "auto",
+    seed: int = 0,
+    sink: Any = "memory",
+    stats: dict[str, Statistic] | None = None,
+    default_stats: bool | str = "auto",
+    progress: bool = True,
+    devices: list[jax.Device] | None = None,
+) -> Run:
+    """Sample a posterior with MCMC, in compiled chunks of draws.
+
+    Parameters
+    ----------
+    model
+        A :class:`sluice.Model`, or a log-density function of ONE parameter
+        value (then ``init`` is required).
+    init
+        Where the chains start (one parameter value, or ``init(rng_key)``);
+        overrides ``model.init``.
+    chains, warmup, draws
+        Number of chains, of warmup (adaptation) iterations, and of draws kept
+        per chain.
+    chunk_size
+        Iterations per chain in one compiled chunk: device memory holds at
+        most ``chunk_size`` draws per chain. ``None`` or ``"auto"`` picks it
+        from a device-memory budget and so that progress shows about ten
+        chunks. The draws do not depend on it.
+    num_chunks
+        Alternatively, how many chunks the draws are split into.
+    kernel
+        ``"nuts"`` (default), ``"hmc"``, or a kernel object such as
+        ``sluice.nuts(max_tree_depth=8)``.
+    target_accept, max_tree_depth, dense_mass
+        Shortcuts that override the kernel's settings.
+    chain_method
+        ``"vectorized"`` (``vmap`` over the chains of a device),
+        ``"sequential"`` (``lax.map``: one chain after another), or ``"auto"``:
+        vectorized on accelerators; on CPU, whichever a cost model of the
+        gradient's memory traffic favours (vectorized when the chains share
+        data a batched gradient reads once, as in a regression; sequential
+        when each chain's traffic is its own, as in a high-dimensional
+        Gaussian). See :func:`sluice.mcmc.chain_method.choose_chain_method`.
+    seed
+        Root of every random stream (keys fold in the chain index and the
+        absolute draw index, so draws depend on neither chunking nor devices).
+    sink
+        ``"memory"`` keeps all draws in host memory; ``None`` keeps none
+        (statistics only); ``sluice.ZarrSink(path)`` streams them to disk and
+        checkpoints after every chunk, so that :func:`resume` can finish an
+        interrupted run.
+    stats
+        Extra streaming statistics ``{name: Statistic}``, updated on the
+        device for every draw, in order; merged over chains in ``run.stats``,
+        per chain in ``run.stats_per_chain``. See :mod:`sluice.stats`.
+    default_stats
+        Also compute ``sluice.stats.summary_statistics(draws)`` as
+        ``run.stats["summary"]``: means, sd, intervals, MCSE, ESS and R-hat
+        of every recorded quantity, streamed on the device; ``run.summary()``
+        is then built from it, whatever the sink. ``"auto"`` (default): on
+        unless the draws are kept in memory (``sink="memory"``), where
+        ``run.summary()`` runs ArviZ on them instead: exact, and it saves the
+        statistics' compile time (seconds: it dominates a small model's run).
+        With ``sink=None`` the streaming statistics are the only summary
+        there is.
+    progress
+        Show a progress bar per phase (only on a terminal, only on process 0).
+    devices
+        Devices to spread chains over. Default: every device of every process
+        (in a single process, at most one device per chain).
+
+    Returns
+    -------
+    Run
+        Draws (if kept), sample statistics, streaming statistics, summary.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, sluice
+    >>> run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(2),
+    ...                     chains=2, warmup=100, draws=100, progress=False)
+    >>> run.draws["x"].shape
+    (2, 100, 2)
+    """
+    sink = resolve_sink(sink)
+    config = RunConfig(
+        chains=chains,
+        warmup=warmup,
+        draws=draws,
+        chunk_size=chunk_size,
+        num_chunks=num_chunks,
+        kernel=get_kernel(
+            kernel,
+            target_accept=target_accept,
+            max_tree_depth=max_tree_depth,
+            dense_mass=dense_mass,
+        ),
+        chain_method=chain_method,
+        seed=seed,
+        default_stats=default_stats,
+    )
+    plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
+    open_sink(plan, sink)
+    session = Session(plan, sink, progress)
+    session.start()
+    return session.run()
+
+
+def resume(
+    path: Any,
+    model: Model | Callable | None = None,
+    *,
+    progress: bool = True,
+    stats: dict[str, Statistic] | None = None,
+    devices: list[jax.Device] | None = None,
+    **expected: Any,
+) -> Run:
+    """Continue an interrupted run from its store's last complete chunk.
+
+    The resumed run ends with exactly the draws and statistics of an
+    uninterrupted one, even on another device layout (bitwise where the
+    per-device program is the same). A finished store is returned as it is;
+    a store whose run stopped before its first checkpoint starts again.
+
+    Parameters
+    ----------
+    path
+        The store (a ``sluice.ZarrSink`` path) of the interrupted run.
+    model
+        The run's model (a :class:`sluice.Model` or a log-density function). A
+        store never names code to run: the model is checked against the
+        fingerprint of its programs and data that the store records.
+    progress, stats, devices
+        As in :func:`sample`; ``stats`` must be the statistics the run started
+        with (they are part of its checkpoint).
+    **expected
+        Settings the caller expects the run to have (``draws=...``,
+        ``seed=...``, ...): a mismatch is an error that names the setting.
+    """
+    from sluice.io.store import ZarrSink
+
+    if model is None:
+        raise TypeError(
+            "resume() needs the run's model: sluice.resume(path, model). A store never "
+            "names code to run; the model is checked against the fingerprint it records"
+        )
+    sink = ZarrSink.open_existing(path)
+    stored = sink.description()["config"]
+    for name, value in expected.items():
+        if name not in stored:
+            raise TypeError(f"resume() got an unknown setting {name}={value!r}")
+        if RunConfig.jsonable(name, value) != stored[name]:
+            raise ValueError(
+                f"the run in {sink.path} has {name}={stored[name]!r}, not {name}={value!r}"
+            )
+    config = RunConfig.from_json(stored)
+    plan = Plan.build(config, model, sink=sink, stats=stats, devices=devices, check_init=False)
+    sink.check_compatible(plan.describe())
+    checkpoint = sink.load_checkpoint()
+    session = Session(plan, sink, progress)
+    if checkpoint is None:  # stopped before its first chunk ended: start again, same settings
+        open_sink(plan, sink)
+        session.start()
+    else:
+        sink.attach(plan.layout)
+        session.restore(checkpoint)
+    return session.run()

@@ -1,0 +1,373 @@
+"""The host loop of one run (this process's share), from any chunk boundary to the end.
+
+The session starts the chains (or restores them from a checkpoint), then
+calls the compiled chunk over and over: first through warmup, then through
+the draws. Between chunks it moves this process's chains' draws to the sink,
+writes a checkpoint (when the sink can resume) and advances the progress
+bar; chunk ``k + 1`` is dispatched before chunk ``k``'s draws are copied out
+(:func:`~sluice.runtime.loop.pipelined`), so the device keeps working while
+the host writes.
+
+With several processes every process runs this loop on its own block of
+chains; checkpoints are committed by process 0 after a barrier, and totals
+and statistics are gathered at the end so that every process reports the
+same merged results.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sluice._jax import compile as programs
+from sluice.io.checkpoint import Checkpoint
+from sluice.io.sinks import ResumableSink, Sink
+from sluice.mcmc.kernel import KernelParams
+from sluice.model import check_initial_values
+from sluice.runtime import statistics as run_statistics
+from sluice.runtime.loop import pipelined
+from sluice.runtime.plan import Plan, bytes_per_draw
+from sluice.runtime.progress import ChunkProgress
+from sluice.runtime.run import Run, RunInfo
+
+__all__ = ["Session", "open_sink"]
+
+# Sampling phases holding at least this much (carries and two chunks of outputs)
+# wait for the statistics' background compile before they start.
+AWAIT_COMPILE_BYTES = 128 * 2**20
+
+
+def open_sink(plan: Plan, sink: Sink) -> None:
+    """Process 0 creates shared stores before the other processes open them."""
+    topology = plan.topology
+    if topology.is_main:
+        sink.open(plan.layout, plan.describe())
+    topology.barrier("sink-open")
+    if not topology.is_main:
+        sink.open(plan.layout, plan.describe())
+
+
+class Session:
+    """The host loop of one run (this process's share)."""
+
+    def __init__(self, plan: Plan, sink: Sink, progress: bool) -> None:
+        self.plan = plan
+        self.config = plan.config
+        self.topology = plan.topology
+        self.sink = sink
+        self.progress = progress and plan.topology.is_main
+        self.checkpointing = isinstance(sink, ResumableSink)
+        self.info = RunInfo(plan.config, num_devices=len(plan.topology.devices))
+        slots = self.topology.local_slots
+        self.chain_ids = self.topology.put_local(np.arange(slots.start, slots.stop, dtype=np.int32))
+        self.schedule = plan.config.kernel.warmup().schedule(plan.config.warmup)
+        self.carry: Any = None
+        self.iteration = 0  # next absolute iteration (warmup + draws) of every chain
+        self.stats_ready = False
+        self.checkpoints_written = 0
+        self.compiling = 0.0  # seconds spent compiling (or waiting for a compile)
+        self._precompiling = False
+        self._precompile_thread: threading.Thread | None = None
+
+    # -- compiling -----------------------------------------------------------------
+    def _compiled(self, name: str, args: tuple) -> Any:
+        """The chunk program ``name`` for ``args``, through the compile cache (timed)."""
+        program = self.plan.program
+        executable = programs.ready(program.key(name), args)
+        if executable is None:
+            t0 = time.perf_counter()
+            executable = programs.compiled(program.key(name), program.jitted(name), args)
+            self.compiling += time.perf_counter() - t0
+        return executable
+
+    def _stats_start(self) -> tuple[tuple, Any]:
+        program = self.plan.program
+        return run_statistics.start_program(
+            self.plan.flat, program.statistic, self.topology.slots_per_process
+        )
+
+    def _precompile_statistics(self) -> None:
+        """Compile the statistics' start, merge and finalize in a background thread
+        (:func:`sluice.runtime.statistics.precompile`) while this one samples.
+
+        Started once the chunk program is compiled, never beside it: two XLA
+        compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
+        50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
+        busy, saved only ~15% of the time on two cores.
+        """
+        p = self.plan
+        if self._precompiling or not p.statistics:
+            return
+        self._precompiling = True
+        position = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
+        key, start = self._stats_start()
+        self._precompile_thread = run_statistics.precompile(
+            p.statistics, key, start, (p.flat.consts, position)
+        )
+
+    def _await_precompile(self) -> None:
+        """Let the statistics' background compile finish before a large run samples.
+
+        Its transient heap (~0.45 GB for the default statistics) came on top of
+        the sampling phase's buffers (carries, output chunks in flight, their
+        host copies, checkpoints): on the 50,000-dim Zarr run that overlap set
+        the peak RSS. It normally ends during warmup; when it has not, a run
+        whose sampling phase holds at least :data:`AWAIT_COMPILE_BYTES` waits
+        for it (a few seconds of a long phase), and a smaller run samples beside
+        it (its memory is small, and the wait would be a large share of its
+        wall time: 19.4 against 18.2 s to a summary on a 1000-dim Gaussian,
+        5000 draws). The wait counts as compile time.
+        """
+        thread, self._precompile_thread = self._precompile_thread, None
+        if thread is None or not thread.is_alive():
+            return
+        p = self.plan
+        held = sum(x.nbytes for x in jax.tree.leaves(self.topology.local(self.carry)))
+        if p.program.record:
+            slots = self.topology.local_slots
+            held += 2 * p.config.chunk_size * (slots.stop - slots.start) * bytes_per_draw(p.layout)
+        if held >= AWAIT_COMPILE_BYTES:
+            t0 = time.perf_counter()
+            thread.join()
+            self.compiling += time.perf_counter() - t0
+
+    def _compile_chunk_beside(self, init_args: tuple) -> threading.Thread | None:
+        """Start compiling the chunk program in a thread, from the shapes of the carry
+        that ``init`` will return, while this thread compiles and runs ``init``.
+
+        Small models wait mostly for these two compiles (on the 10-dim logistic
+        regression the chunk program takes ~1.3 s to compile after ~0.3 s of
+        tracing, init ~0.4 s); XLA releases the GIL while compiling. One device
+        in one process only (the shapes carry no sharding).
+        """
+        p, t = self.plan, self.topology
+        if not programs.background_enabled() or t.process_count > 1 or len(t.devices) > 1:
+            return None
+        carry, _ = jax.eval_shape(p.program.jitted("init"), *init_args)
+        # start and stop are Python ints, traced by value type only: any will do
+        args = self._advance_args(carry, 0, p.config.warmup + p.config.draws)
+        name = self._advance_name
+        program = p.program
+
+        def work() -> None:
+            try:
+                programs.compiled(program.key(name), program.jitted(name), args)
+            except Exception:  # the foreground call compiles again and raises it
+                pass
+
+        return programs.in_background(work, "sluice-compile")
+
+    # -- starting --------------------------------------------------------------------
+    def _init_args(self, positions: Any) -> tuple:
+        p = self.plan
+        example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), p.flat.draw_shapes())
+        return (p.flat.consts, positions, self.chain_ids, p.keys, example)
+
+    def _timed(self, phase: str, t0: float, compile_before: float) -> None:
+        """Book the time since ``t0`` to ``phase``, apart from compilation."""
+        compiling = self.compiling - compile_before
+        self.info.compile_seconds += compiling
+        elapsed = time.perf_counter() - t0 - compiling
+        setattr(self.info, phase, getattr(self.info, phase) + elapsed)
+
+    def start(self) -> None:
+        """Start every chain of this process from its initial point."""
+        t0, c0 = time.perf_counter(), self.compiling
+        positions = self.topology.put_local(self.plan.local_positions())
+        args = self._init_args(positions)
+        beside = self._compile_chunk_beside(args)
+        self.carry, grads = self._compiled("init", args)(*args)
+        real = self.topology.local_chains
+        if self.plan.check_init:  # from the init program's values: no program of its own
+            kernel = self.carry.kernel
+            n = real.stop - real.start
+            check_initial_values(
+                self.plan.flat,
+                self.topology.local(kernel.logdensity)[:n],
+                self.topology.local(kernel.logdensity_grad)[:n],
+            )
+        if beside is not None:  # the wait counts as compile time
+            t1 = time.perf_counter()
+            beside.join()
+            self.compiling += time.perf_counter() - t1
+        local_grads = self.topology.local(grads)[: real.stop - real.start]
+        self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
+        self._timed("warmup_seconds", t0, c0)
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Continue from a checkpoint, possibly written on another device layout."""
+        t = self.topology
+        positions = jax.ShapeDtypeStruct((t.num_slots, self.plan.flat.dim), self.plan.flat.dtype)
+        init = self.plan.program.jitted("init")
+        template, _ = jax.eval_shape(init, *self._init_args(positions))
+        leaves, treedef = jax.tree.flatten(template)
+        fits = len(leaves) == len(checkpoint.carry) and all(
+            tuple(a.shape[1:]) == tuple(b.shape[1:])
+            and np.dtype(a.dtype) == b.dtype
+            and b.shape[0] >= t.num_chains
+            for a, b in zip(leaves, checkpoint.carry, strict=True)
+        )
+        if not fits:
+            raise ValueError(
+                f"the checkpoint in {self.sink.path} does not fit this run's state "
+                "(different statistics, kernel or model shapes)"
+            )
+        # Real chains keep their state; padded slots (whose output is dropped) copy chain 0.
+        slots = t.local_slots
+        rows = np.minimum(np.arange(slots.start, slots.stop), t.num_chains - 1)
+        rows = np.where(np.arange(slots.start, slots.stop) < t.num_chains, rows, 0)
+        local = [leaf[rows] for leaf in checkpoint.carry]
+        self.carry = t.put_local(jax.tree.unflatten(treedef, local))
+        self.iteration = checkpoint.next_iteration
+        self.stats_ready = checkpoint.stats_ready
+        if t.is_main:  # totals of the interrupted run are carried by process 0
+            self.info.restore(checkpoint.totals)
+        self.checkpoints_written = checkpoint.sequence + 1
+
+    # -- chunks -------------------------------------------------------------------------
+    def _save(self, carry: Any, iteration: int) -> None:
+        if not self.checkpointing:
+            return
+        local = [np.asarray(x) for x in jax.tree.leaves(self.topology.local(carry))]
+        parity = self.checkpoints_written % 2
+        checkpoint = Checkpoint(
+            config=self.plan.describe()["config"],
+            next_iteration=iteration,
+            stats_ready=self.stats_ready,
+            carry=local,
+            totals=self.info.to_dict(),
+            sequence=self.checkpoints_written,
+        )
+        self.sink.save_checkpoint(checkpoint, self.topology.process_index, parity)
+        self.topology.barrier("checkpoint")
+        if self.topology.is_main:
+            self.sink.commit(checkpoint, parity, self.topology.process_count)
+        self.checkpoints_written += 1
+
+    @property
+    def _advance_name(self) -> str:
+        """Without checkpoints nothing reads a carry once the next chunk is dispatched:
+        the chunk program may reuse its buffers."""
+        return "advance" if self.checkpointing else "advance_donated"
+
+    def _advance_args(self, carry: Any, start: int, stop: int) -> tuple:
+        p = self.plan
+        return (p.flat.consts, carry, self.chain_ids, start, stop, p.config.warmup,
+                self.schedule, p.keys)  # fmt: skip
+
+    def _advance(self, carry: Any, start: int, stop: int) -> Any:
+        args = self._advance_args(carry, start, stop)
+        executable = self._compiled(self._advance_name, args)
+        self._precompile_statistics()
+        return executable(*args)
+
+    def _local_real(self, tree: Any) -> Any:
+        """This process's real chains of a chain-sharded pytree, as NumPy."""
+        real = self.topology.local_chains
+        return jax.tree.map(lambda x: x[: real.stop - real.start], self.topology.local(tree))
+
+    def run(self) -> Run:
+        c = self.config
+        chunk, warmup, end = c.chunk_size, c.warmup, c.warmup + c.draws
+
+        # Warmup: nothing is written, so each chunk is simply checkpointed.
+        if self.iteration < warmup:
+            t0, c0 = time.perf_counter(), self.compiling
+            with ChunkProgress(
+                "warmup", warmup, chunk, c.chains, self.progress, initial=self.iteration
+            ) as bar:
+                for start in range(self.iteration, warmup, chunk):
+                    self.carry, counters, _ = self._advance(self.carry, start, warmup)
+                    stop = min(start + chunk, warmup)
+                    self.info.num_gradients_warmup += int(
+                        np.sum(self._local_real(counters.num_gradients), dtype=np.int64)
+                    )
+                    self.iteration = stop
+                    self._save(self.carry, stop)
+                    bar.advance(stop - start)
+            self._timed("warmup_seconds", t0, c0)
+
+        if not self.stats_ready:
+            self._start_statistics()
+        self._await_precompile()
+
+        t0, c0 = time.perf_counter(), self.compiling
+        with ChunkProgress(
+            "sampling", c.draws, chunk, c.chains, self.progress, initial=self.iteration - warmup
+        ) as bar:
+
+            def dispatch(start: int) -> tuple:
+                self.carry, counters, outputs = self._advance(self.carry, start, end)
+                return self.carry, counters, outputs
+
+            def finish(start: int, result: tuple) -> None:
+                carry, counters, outputs = result
+                stop = min(start + chunk, end)
+                self.info.add_counters(self._local_real(counters))
+                if outputs is not None:
+                    host = self._local_real(outputs)
+                    self.sink.write(start - warmup, _trim(host, stop - start))
+                self.iteration = stop
+                self._save(carry, stop)
+                bar.advance(stop - start)
+
+            pipelined(range(self.iteration, end, chunk), dispatch, finish)
+        jax.block_until_ready(self.carry)
+        self._timed("sampling_seconds", t0, c0)
+        self.sink.close()
+        return self._finish()
+
+    def _start_statistics(self) -> None:
+        """Initialise the statistics from the final warmup draw of chain 0 (same on all chains)."""
+        p, t = self.plan, self.topology
+        if not p.statistics:  # nothing to start (the carry's statistics are an empty dict)
+            self.stats_ready = True
+            return
+        position = t.broadcast_from_main(self.topology.local(self.carry.kernel.position)[0])
+        key, start = self._stats_start()
+        states = programs.call(key, start, p.flat.consts, np.asarray(position))
+        self.carry = self.carry._replace(stats=t.put_local(jax.device_get(states)))
+        self.stats_ready = True
+
+    def _finish(self) -> Run:
+        p, t, info, chains = self.plan, self.topology, self.info, self.config.chains
+        info.merge_totals(t.sum_over_processes(info.totals()))
+        params = jax.tree.map(
+            lambda x: np.asarray(x)[:chains], t.allgather(t.local(self.carry.params))
+        )
+        info.params = params
+        if isinstance(params, KernelParams):
+            info.step_size = params.step_size
+            info.inverse_mass_matrix = params.inverse_mass_matrix
+        info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
+        stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.stats)))
+        if info.num_divergent and t.is_main:
+            warnings.warn(
+                f"{info.num_divergent} divergent transitions after warmup "
+                f"({info.num_divergent / (chains * self.config.draws):.1%} of draws); consider "
+                "a larger target_accept or reparameterising the model",
+                stacklevel=4,
+            )
+        return Run(
+            model=p.model,
+            sink=self.sink,
+            info=info,
+            statistics=p.statistics,
+            stats_states=stats_states,
+            local_chains=t.local_chains,
+            summary_key=p.summary_key,
+        )
+
+
+def _trim(host: dict, n: int) -> dict:
+    """The first ``n`` draws of a chunk's outputs (a short last chunk is masked)."""
+    return {
+        group: {name: np.asarray(v)[:, :n] for name, v in names.items()}
+        for group, names in host.items()
+    }

@@ -1,0 +1,140 @@
+"""The one compile cache (sluice._jax.compile): keys, background compiles, options."""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sluice import stats
+from sluice._jax import compile as programs
+
+
+def _count_compiles(monkeypatch) -> list:
+    calls = []
+    real = jax.stages.Lowered.compile
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counting)
+    return calls
+
+
+def test_call_compiles_once_per_key_and_shapes(monkeypatch):
+    calls = _count_compiles(monkeypatch)
+
+    def double(x):
+        return {"y": 2 * x["a"]}
+
+    x = {"a": np.arange(3, dtype=np.float32)}
+    assert np.array_equal(programs.call("double", double, x)["y"], [0, 2, 4])
+    assert np.array_equal(programs.call("double", double, {"a": jnp.ones(3)})["y"], [2, 2, 2])
+    assert len(calls) == 1, "numpy and jax arrays of one shape share the executable"
+    programs.call("double", double, {"a": np.zeros(4, np.float32)})
+    assert len(calls) == 2, "a new shape compiles once more"
+
+
+def test_equal_settings_share_a_program_without_memoised_factories(monkeypatch):
+    """Two statistics built alike have equal keys: the second compiles nothing."""
+    calls = _count_compiles(monkeypatch)
+    state = {"x": np.zeros(3, np.float32)}
+    for _ in range(2):
+        statistic = stats.variance(ddof=1)
+        assert statistic.cache_key == ("variance", 1)
+        st = statistic.init(state)
+        programs.call(("statistic.finalize", statistic.cache_key), statistic.finalize, st)
+    assert len(calls) == 1
+    other = stats.variance(ddof=0)
+    programs.call(("statistic.finalize", other.cache_key), other.finalize, other.init(state))
+    assert len(calls) == 2, "a different setting is a different program"
+
+
+def test_a_failing_compile_raises_in_the_foreground_and_is_not_cached():
+    def bad(x):
+        return x["missing"]
+
+    with pytest.raises(KeyError, match="missing"):
+        programs.call("bad", bad, {"a": np.zeros(2)})
+    with pytest.raises(KeyError, match="missing"):  # not cached as a failure
+        programs.call("bad", bad, {"a": np.zeros(2)})
+    assert "bad" not in programs.cached()
+
+
+def test_a_background_compile_is_waited_for_not_repeated(monkeypatch):
+    release = threading.Event()
+    real = jax.stages.Lowered.compile
+    calls = []
+
+    def slow(self, *args, **kwargs):
+        calls.append(threading.current_thread().name)
+        release.wait(timeout=10)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", slow)
+    spec = (jax.ShapeDtypeStruct((3,), jnp.float32),)
+    thread = programs.in_background(
+        lambda: programs.compiled("triple", lambda x: 3 * x, spec), "test-compile"
+    )
+    while "triple" not in programs.cached():  # claimed by the background thread
+        pass
+    release.set()
+    out = programs.compiled("triple", lambda x: 3 * x, spec)(np.ones(3, np.float32))
+    thread.join()
+    np.testing.assert_array_equal(out, [3, 3, 3])
+    assert calls == ["test-compile"], "the foreground waited for the background compile"
+
+
+def test_clear_caches_forgets_everything():
+    programs.call("one", lambda x: x + 1, np.zeros(2, np.float32))
+    assert "one" in programs.cached()
+    programs.clear_caches()
+    assert programs.cached() == []
+
+
+def test_small_programs_compile_fast_and_large_ones_with_xla_defaults(monkeypatch):
+    seen = []
+    real = jax.stages.Lowered.compile
+
+    def recording(self, compiler_options=None, **kwargs):
+        seen.append(compiler_options)
+        return real(self, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    statistic = stats.summary_statistics(60)
+    xs = jax.random.normal(jax.random.key(3), (60, 5))
+
+    def fill(xs):
+        body = lambda s, x: (statistic.update(s, {"a": x}), None)  # noqa: E731
+        return jax.lax.scan(body, statistic.init({"a": xs[0]}), xs)[0]
+
+    state = jax.jit(fill)(xs)
+    reference = jax.jit(statistic.finalize)(state)  # XLA's default options
+    seen.clear()
+    fast = programs.call("finalize", statistic.finalize, state)
+    assert seen == [programs.FAST_COMPILE_OPTIONS], "a small state compiles with the fast options"
+    for key in ("mean", "sd", "ess_bulk", "ess_tail", "r_hat", "quantiles", "mcse_sd"):
+        np.testing.assert_allclose(fast[key]["a"], reference[key]["a"], rtol=1e-3, err_msg=key)
+    # above the bound (here: any state), the default options
+    monkeypatch.setattr(programs, "FAST_COMPILE_BYTES", 0)
+    programs.clear()
+    seen.clear()
+    slow = programs.call("finalize", statistic.finalize, state)
+    assert seen == [None]
+    np.testing.assert_allclose(slow["ess_bulk"]["a"], reference["ess_bulk"]["a"], rtol=1e-6)
+
+
+def test_compile_options_count_arguments_and_results():
+    n = programs.FAST_COMPILE_BYTES // 4
+    small, large = (
+        jax.ShapeDtypeStruct((n // 2,), jnp.float32),
+        jax.ShapeDtypeStruct((n,), jnp.float32),
+    )
+    assert programs.compile_options((small,)) == programs.FAST_COMPILE_OPTIONS
+    assert programs.compile_options((small,), (small,)) == programs.FAST_COMPILE_OPTIONS
+    assert programs.compile_options((small,), (large,)) is None
+    assert programs.compile_options((large, small)) is None

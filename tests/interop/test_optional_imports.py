@@ -1,0 +1,35 @@
+"""NumPyro and PyMC are optional: sluice imports without them and names the extra to install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+def test_importing_sluice_and_its_adapter_modules_imports_neither_library():
+    code = (
+        "import sys, sluice, sluice.interop.numpyro, sluice.interop.pymc\n"
+        "print(sorted(m for m in ('numpyro', 'pymc', 'pytensor') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_numpyro_raises_an_import_error_naming_the_extra(monkeypatch):
+    from sluice.interop.numpyro import from_numpyro
+
+    monkeypatch.setitem(sys.modules, "numpyro", None)
+    with pytest.raises(ImportError, match=r"pip install 'sluice\[numpyro\]'"):
+        from_numpyro(lambda: None)
+
+
+def test_missing_pymc_raises_an_import_error_naming_the_extra(monkeypatch):
+    from sluice.interop.pymc import from_pymc
+
+    monkeypatch.setitem(sys.modules, "pymc", None)
+    with pytest.raises(ImportError, match=r"pip install 'sluice\[pymc\]'"):
+        from_pymc()

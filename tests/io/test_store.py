@@ -1,0 +1,291 @@
+"""The Zarr sink: draws on disk, exact resume after crashes, clear errors."""
+
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from tests.helpers import store_child as child
+
+import sluice
+from sluice.io.store import COMMIT, StoreError, StoreWriteError, ZarrSink
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    # the statistics a Zarr run streams by default; the memory sink's default leaves them off
+    return sluice.sample(
+        child.model(), stats=child.STATS, default_stats=True, progress=False, **child.SETTINGS
+    )
+
+
+def assert_same_run(store: Path, reference) -> None:
+    """Resume the store to its end; draws, statistics and totals equal the reference."""
+    resumed = sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+    sink = ZarrSink.open_existing(store)
+    assert sink.draws_done() == child.SETTINGS["draws"]
+    for group in ("posterior", "sample_stats", "log_likelihood"):
+        expected = reference.sink.kept()[group]
+        for name, values in expected.items():
+            np.testing.assert_array_equal(
+                sink.kept()[group][name][...], values, err_msg=f"{group}/{name}"
+            )
+    for a, b in zip(
+        np.asarray(list(resumed.stats["sums"].values()), dtype=object),
+        np.asarray(list(reference.stats["sums"].values()), dtype=object),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(
+        jax.tree.leaves(resumed.stats["summary"]),
+        jax.tree.leaves(reference.stats["summary"]),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)  # the default statistics resume exactly too
+    assert resumed.info.num_gradients == reference.info.num_gradients
+    assert resumed.info.num_divergent == reference.info.num_divergent
+
+
+def test_store_round_trip_and_lazy_inference_data(tmp_path, reference):
+    path = tmp_path / "run.zarr"
+    run = sluice.sample(
+        child.model(), sink=ZarrSink(path), stats=child.STATS, progress=False, **child.SETTINGS
+    )
+    for name, values in reference.draws.items():
+        np.testing.assert_array_equal(run.draws[name][...], values)
+    idata = sluice.open(path)
+    assert set(idata.groups()) == {"posterior", "sample_stats", "log_likelihood", "observed_data"}
+    assert idata.posterior["x"].shape == (3, 150, 2)
+    assert not isinstance(idata.posterior["x"].variable._data, np.ndarray)  # not read yet
+    np.testing.assert_array_equal(idata.posterior["x"].values, reference.draws["x"])
+    assert run.summary().shape[0] == 3  # x[0], x[1], ez
+
+
+def test_interrupted_run_resumes_exactly(tmp_path, reference):
+    path = tmp_path / "run.zarr"
+
+    class Crash(ZarrSink):
+        writes = 0
+
+        def write(self, start, chunk):
+            Crash.writes += 1
+            if Crash.writes == 4:
+                raise KeyboardInterrupt
+            super().write(start, chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(
+            child.model(), sink=Crash(path), stats=child.STATS, progress=False, **child.SETTINGS
+        )
+    assert ZarrSink.open_existing(path).draws_done() == 30
+    partial = sluice.open(path)
+    assert partial.posterior.sizes["draw"] == 30
+    with pytest.raises(StoreError, match="unfinished run"):
+        sluice.open(path, partial=False)
+    with pytest.raises(
+        FileExistsError, match=r"already holds a sluice run \(30 of 150 draws per chain so far\)"
+    ):
+        sluice.sample(child.model(), sink=ZarrSink(path), progress=False, **child.SETTINGS)
+    assert_same_run(path, reference)
+
+
+def test_write_failure_stops_with_a_clear_error_and_stays_resumable(
+    tmp_path, reference, monkeypatch
+):
+    import zarr
+
+    path = tmp_path / "run.zarr"
+    real_setitem = zarr.Array.__setitem__
+    writes = {"n": 0}
+
+    def disk_full_at_the_fifth_chunk(self, key, value):
+        if self.name == "/posterior/x":
+            writes["n"] += 1
+            if writes["n"] == 5:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_setitem(self, key, value)
+
+    monkeypatch.setattr(zarr.Array, "__setitem__", disk_full_at_the_fifth_chunk)
+    with pytest.raises(
+        StoreWriteError, match=r"could not write draws 40\.\.49 .* No space left"
+    ) as info:
+        sluice.sample(
+            child.model(), sink=ZarrSink(path), stats=child.STATS, progress=False, **child.SETTINGS
+        )
+    assert "sluice.resume(" in str(info.value)
+    monkeypatch.setattr(zarr.Array, "__setitem__", real_setitem)
+    assert ZarrSink.open_existing(path).draws_done() == 40
+    assert_same_run(path, reference)
+
+
+def test_mismatched_resume_names_what_differs(tmp_path):
+    path = tmp_path / "run.zarr"
+    sluice.sample(child.model(), sink=ZarrSink(path), progress=False, **child.SETTINGS)
+    with pytest.raises(ValueError, match=r"has draws=150, not draws=200"):
+        sluice.resume(path, child.model(), draws=200)
+    other = sluice.Model(lambda p: -0.5 * p["x"] @ p["x"], {"x": np.zeros(2, np.float32)})
+    with pytest.raises(StoreError, match=r"number of parameters differs .* \(stored 3, now 2\)"):
+        sluice.resume(path, other)
+    with pytest.raises(TypeError, match=r"needs the run's model"):
+        sluice.resume(path)
+
+
+def test_foreign_and_damaged_stores(tmp_path):
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("precious")
+    with pytest.raises(FileExistsError, match="is not a sluice store; refusing to overwrite"):
+        sluice.sample(
+            child.model(), sink=ZarrSink(foreign, overwrite=True), progress=False, **child.SETTINGS
+        )
+    assert (foreign / "keep.txt").read_text() == "precious"
+    with pytest.raises(StoreError, match="is not a sluice store"):
+        sluice.resume(foreign, child.model())
+    with pytest.raises(FileNotFoundError, match="no store at"):
+        sluice.resume(tmp_path / "missing.zarr", child.model())
+
+    path = tmp_path / "run.zarr"
+    sluice.sample(child.model(), sink=ZarrSink(path), progress=False, **child.SETTINGS)
+    committed = sorted(path.glob("sluice-checkpoint-p0-*.ckpt"))
+    assert committed, "the run left checkpoint files"
+    for checkpoint in committed:
+        checkpoint.write_bytes(b"garbage")
+    with pytest.raises(StoreError, match=r"checkpoint .* is damaged"):
+        sluice.resume(path, child.model())
+    (path / COMMIT).write_text("{not json")
+    with pytest.raises(StoreError, match=r"commit record .* is damaged"):
+        sluice.resume(path, child.model())
+
+
+def _start_child(store: Path, cache: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.store_child", str(store), str(cache)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.slow
+def test_killed_at_random_moments_then_resumed_gives_identical_draws(tmp_path, reference):
+    """SIGKILL a run at 20 random moments (between chunks and mid-write); resume each time."""
+    rng = random.Random(20261130)
+    cache = tmp_path / "jax-cache"
+    kills, cycles = 0, 0
+    while kills < 20:
+        store = tmp_path / f"run-{cycles}.zarr"
+        cycles += 1
+        while True:
+            proc = _start_child(store, cache)
+            if kills < 20:
+                time.sleep(rng.uniform(1.0, 5.0))
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    kills += 1
+                    continue
+            out = proc.communicate(timeout=300)[0].decode()
+            assert proc.returncode == 0 and "DONE" in out, out
+            break
+        assert_same_run(store, reference)
+    assert cycles >= 1
+
+
+def test_cli_sample_resume_summary_plot(tmp_path, capsys):
+    from sluice.apps.cli import main
+
+    script = str(ROOT / "tests" / "helpers" / "cli_model.py")
+    store = str(tmp_path / "run.zarr")
+    args = [
+        "sample",
+        script,
+        "--draws",
+        "60",
+        "--warmup",
+        "80",
+        "--chunk-size",
+        "20",
+        "--out",
+        store,
+    ]
+    assert main([*args, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "sigma" in out and "3 chunks of 20" in out
+    assert main([*args, "--quiet"]) == 2
+    assert "already holds a sluice run (complete)" in capsys.readouterr().err
+    # a store runs no code: resume needs the model named
+    with pytest.raises(TypeError, match="needs the run's model"):
+        sluice.resume(store, progress=False)
+    assert main(["resume", store, "--model", script, "--quiet"]) == 0
+    assert main(["summary", store, "--var", "mu"]) == 0
+    out = capsys.readouterr().out
+    assert "mu" in out and "r_hat" in out
+    assert main(["plot", store, "--out", str(tmp_path / "plots" / "trace.png")]) == 0
+    for name in ("trace.png", "trace-rank.png"):
+        assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+    assert main(["resume", str(tmp_path / "nothing.zarr"), "--model", script]) == 2
+    assert "no store at" in capsys.readouterr().err
+
+
+def test_resume_on_another_device_layout(tmp_path, reference):
+    """Interrupted on 3 devices, finished on 1: the same draws (chains carry their state)."""
+    import jax
+
+    path = tmp_path / "run.zarr"
+
+    class Crash(ZarrSink):
+        writes = 0
+
+        def write(self, start, chunk):
+            Crash.writes += 1
+            if Crash.writes == 6:
+                raise KeyboardInterrupt
+            super().write(start, chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(
+            child.model(),
+            sink=Crash(path),
+            stats=child.STATS,
+            progress=False,
+            devices=jax.devices()[:3],
+            **child.SETTINGS,
+        )
+    run = sluice.resume(
+        path, child.model(), stats=child.STATS, progress=False, devices=jax.devices()[:1]
+    )
+    for name, values in reference.draws.items():
+        np.testing.assert_array_equal(run.draws[name][...], values)
+
+
+def test_dims_and_coords_reach_memory_and_store(tmp_path):
+    import jax.numpy as jnp
+
+    model = sluice.Model(
+        lambda p: -0.5 * jnp.sum(p["theta"] ** 2),
+        {"theta": jnp.zeros(2)},
+        log_likelihood=lambda p: {"y": -0.5 * (p["theta"] - 1.0) ** 2},
+        observed_data={"y": np.ones(2)},
+        dims={"theta": ["school"], "y": ["school"]},
+        coords={"school": ["Choate", "Deerfield"]},
+    )
+    settings = dict(chains=2, warmup=30, draws=20, progress=False)
+    in_memory = sluice.sample(model, **settings).to_arviz()
+    sluice.sample(model, sink=ZarrSink(tmp_path / "run.zarr"), **settings)
+    on_disk = sluice.open(tmp_path / "run.zarr")
+    for idata in (in_memory, on_disk):
+        for group in ("posterior", "log_likelihood", "observed_data"):
+            assert idata[group]["school"].values.tolist() == ["Choate", "Deerfield"], group
+        assert idata.observed_data["y"].dims == ("school",)

@@ -1,0 +1,84 @@
+"""Chains over several processes (hosts stand-ins) on 127.0.0.1."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from tests.helpers import mp_worker
+
+import sluice
+from sluice.io.store import ZarrSink
+from sluice.runtime.launch import launch
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", "JAX_PLATFORMS": "cpu"}
+
+pytestmark = pytest.mark.multiprocess
+
+
+def run_workers(mode: str, out: Path, *, processes: int = 2, devices: int = 2, **kwargs):
+    command = [sys.executable, "-m", "tests.helpers.mp_worker", mode, str(out)]
+    return launch(
+        command,
+        processes,
+        devices_per_process=devices,
+        env=ENV,
+        echo=None,
+        timeout=kwargs.pop("timeout", 240),
+        **kwargs,
+    )
+
+
+def assert_all_dead(pids):
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The same run in this process on one device."""
+    return sluice.sample(
+        mp_worker.model(), progress=False, devices=jax.devices()[:1], **mp_worker.SETTINGS
+    )
+
+
+def test_two_processes_of_two_devices_give_the_draws_of_one_device(tmp_path, reference):
+    result = run_workers("draws", tmp_path)
+    assert result.ok, result.outputs
+    parts = [np.load(tmp_path / f"p{i}.npz") for i in range(2)]
+    assert [int(p["start"]) for p in parts] == [0, 4]  # 8 slots over 4 devices: 4 per process
+    draws = np.concatenate([p["x"] for p in parts])
+    np.testing.assert_array_equal(draws, reference.draws["x"])
+    # every process reports the totals of all chains
+    assert {int(p["num_gradients"]) for p in parts} == {reference.info.num_gradients}
+    assert_all_dead(result.pids)
+
+
+def test_a_killed_worker_stops_everyone_quickly_and_the_store_resumes(tmp_path, reference):
+    store = tmp_path / "run.zarr"
+    t0 = time.perf_counter()
+    result = run_workers("store", store, grace=30)
+    elapsed = time.perf_counter() - t0
+    assert result.returncodes[1] == -9, result.outputs
+    assert result.returncodes[0] != 0, result.outputs  # aborted by JAX once heartbeats stop
+    assert elapsed < 60, f"took {elapsed:.0f} s to stop"
+    assert "process 1 was killed by SIGKILL" in result.describe_failure()
+    assert_all_dead(result.pids)
+    done = ZarrSink.open_existing(store).draws_done()
+    assert done < mp_worker.SETTINGS["draws"]
+
+    resumed = run_workers("resume", store)
+    assert resumed.ok, resumed.outputs
+    sink = ZarrSink.open_existing(store)
+    assert sink.draws_done() == mp_worker.SETTINGS["draws"]
+    np.testing.assert_array_equal(sink.kept()["posterior"]["x"][...], reference.draws["x"])
+    np.testing.assert_array_equal(
+        sink.kept()["log_likelihood"]["obs"][...], reference.log_likelihood["obs"]
+    )
+    finished = sluice.resume(store, mp_worker.model(), progress=False)  # complete: returned as is
+    assert finished.info.num_gradients == reference.info.num_gradients

@@ -1,0 +1,156 @@
+"""A run's statistics on the host: start, background compiles, merge and finalize."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sluice import stats
+from sluice._jax import compile as programs
+from sluice.runtime import session as session_module
+from sluice.runtime import statistics as run_statistics
+
+
+def _count_compiles(monkeypatch) -> list:
+    calls = []
+    real = jax.stages.Lowered.compile
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counting)
+    return calls
+
+
+def test_precompile_leaves_nothing_to_compile(monkeypatch):
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    mean, variance = stats.mean(), stats.variance()
+    statistic = stats.group({"mean": mean, "var": variance})
+    slots = 3
+
+    def start(position):
+        state = statistic.init({"x": position})
+        return jax.tree.map(lambda v: jnp.broadcast_to(v, (slots, *v.shape)), state)
+
+    position = jax.ShapeDtypeStruct((2,), jnp.float32)
+    thread = run_statistics.precompile(
+        {"mean": mean, "var": variance}, ("start", slots), start, (position,)
+    )
+    assert thread is not None
+    thread.join()
+    calls = _count_compiles(monkeypatch)
+    states = programs.call(("start", slots), start, np.array([1.0, 2.0], np.float32))
+    one = jax.tree.map(lambda v: np.asarray(v[0]), states["mean"])
+    merged = run_statistics.merge_chains(mean, [one, one])
+    run_statistics.finalize(mean, merged)
+    assert calls == [], "start, merge and finalize were compiled in the background"
+
+
+def test_a_failing_background_compile_is_raised_in_the_foreground(monkeypatch):
+    def bad(x):
+        return x["missing"]
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    thread = run_statistics.precompile({"s": stats.mean()}, "bad", bad, ({"a": np.zeros(2)},))
+    thread.join()  # swallowed there
+    with pytest.raises(KeyError, match="missing"):
+        programs.call("bad", bad, {"a": np.zeros(2)})
+
+
+def test_a_run_compiles_its_summary_in_the_background(monkeypatch):
+    import sluice
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2), name="bg-normal")
+    run = sluice.sample(model, chains=2, warmup=30, draws=40, progress=False)
+    programs.wait()
+    calls = _count_compiles(monkeypatch)
+    table = run.summary()
+    assert calls == [], "merge and finalize were ready when the summary was asked for"
+    assert list(table.index) == ["x[0]", "x[1]"]
+    assert np.all(np.isfinite(table["ess_bulk"]))
+
+
+def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
+    """The chunk program compiled in a thread while init compiles and runs (from the
+    shapes of init's result) is the one the run uses: same draws, no second compile."""
+    import sluice
+
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="beside-normal")
+    kwargs = dict(
+        chains=2,
+        warmup=20,
+        draws=30,
+        chunk_size=10,
+        progress=False,
+        seed=4,
+        devices=jax.devices()[:1],
+    )  # fmt: skip  (several devices compile in turn)
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "0")
+    plain = sluice.sample(model, **kwargs)
+    programs.clear()
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    threads = []
+    real = jax.stages.Lowered.compile
+
+    def recording(self, *args, **kw):
+        threads.append(__import__("threading").current_thread().name)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    beside = sluice.sample(model, **kwargs)
+    programs.wait()
+    assert sorted(key[1] for key in programs.cached() if key[0] == "mcmc.chunk") == [
+        "advance_donated",
+        "init",
+    ]
+    assert sorted(threads) == ["MainThread", "sluice-compile"], threads
+    np.testing.assert_array_equal(beside.draws["x"], plain.draws["x"])
+    assert 0 < beside.info.compile_seconds < beside.info.total_seconds
+
+
+@pytest.mark.parametrize("threshold, waits", [(0, True), (2**62, False)])
+def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch, threshold, waits):
+    """A run whose sampling holds at least session.AWAIT_COMPILE_BYTES starts sampling
+    only once the statistics' background compile is done (its transient heap would
+    stack on the sampling buffers); a smaller one samples beside it."""
+    import threading
+    import time
+
+    import sluice
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    monkeypatch.setattr(session_module, "AWAIT_COMPILE_BYTES", threshold)
+    release = threading.Event()
+    real = programs.compiled
+
+    def slow(key, fn, args, **kw):  # the background compile lasts until the test releases it
+        if threading.current_thread().name == "sluice-precompile":
+            release.wait(timeout=5.0)
+        return real(key, fn, args, **kw)
+
+    monkeypatch.setattr(programs, "compiled", slow)
+    seen = []
+    advance = session_module.Session._advance
+
+    def spy(self, carry, start, stop):
+        if start >= self.config.warmup and not seen:  # the first sampling chunk
+            threads = [t for t in threading.enumerate() if t.name == "sluice-precompile"]
+            seen.append(any(t.is_alive() for t in threads))
+            release.set()
+        return advance(self, carry, start, stop)
+
+    monkeypatch.setattr(session_module.Session, "_advance", spy)
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(2), name="await-normal")
+    t0 = time.perf_counter()
+    run = sluice.sample(model, chains=2, warmup=20, draws=20, sink=None, progress=False,
+                        default_stats=False, stats={"m": stats.mean()})  # fmt: skip
+    release.set()
+    programs.wait()
+    assert seen == [not waits]
+    if waits:  # nothing released the compile: sampling began after its 5 s
+        assert time.perf_counter() - t0 >= 5.0
+    np.testing.assert_allclose(np.asarray(run.stats["m"]["x"]).shape, (2,))
