@@ -127,14 +127,14 @@ def _measure(sampler: str, name: str, chains: int, warmup: int, draws: int, seed
     jax.monitoring.register_event_duration_secs_listener(on_event)
     import numpy as np
 
-    from sluice.arviz import import_arviz
+    from sluice.io.arviz import import_arviz
 
     az = import_arviz()
     model, args, kwargs = _models()[name]
     t0 = time.perf_counter()
     if sampler.startswith("sluice"):
         import sluice
-        from sluice.numpyro import convert
+        from sluice.interop.numpyro import convert
 
         adapted = convert(model, args, kwargs, log_likelihood=False)
         with tempfile.TemporaryDirectory() as tmp:

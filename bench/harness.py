@@ -228,8 +228,16 @@ def median(values: Sequence[float | None]) -> float | None:
     return statistics.median(kept) if kept else None
 
 
-def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, str]]) -> str:
-    """A Markdown table of ``rows``; ``columns`` are ``(key, header, format spec)``."""
+def markdown_table(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[tuple[str, str, str]],
+    left: Sequence[str] = (),
+) -> str:
+    """A Markdown table of ``rows``; ``columns`` are ``(key, header, format spec)``.
+
+    The first column and the columns whose keys are in ``left`` are left-aligned,
+    the others right-aligned.
+    """
 
     def cell(value: Any, spec: str) -> str:
         if value is None:
@@ -239,7 +247,13 @@ def markdown_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, 
         return format(value, spec)
 
     header = "| " + " | ".join(h for _, h, _ in columns) + " |"
-    rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"
+    rule = (
+        "|"
+        + "|".join(
+            "---" if i == 0 or key in left else "---:" for i, (key, _, _) in enumerate(columns)
+        )
+        + "|"
+    )
     body = [
         "| " + " | ".join(cell(row.get(k), spec) for k, _, spec in columns) + " |" for row in rows
     ]

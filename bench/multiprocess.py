@@ -1,4 +1,4 @@
-"""Throughput of 8 chains: 1 process on one core vs 2 processes on one core each (issue 6).
+"""Throughput of 8 chains: 1 process on one core vs 2 processes on one core each.
 
 The model is compute-bound (a logistic regression whose gradient dominates a
 NUTS step). Each worker pins itself to one core (``os.sched_setaffinity``), so
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def worker(args: argparse.Namespace) -> None:
     import sluice
 
-    sluice.distributed.initialize()
+    sluice.runtime.distributed.initialize()
     import jax
 
     os.sched_setaffinity(0, {jax.process_index() % os.cpu_count()})
@@ -86,7 +86,7 @@ def measure(processes: int, args: argparse.Namespace) -> float:
     if processes == 1:
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     else:
-        from sluice.launch import launch
+        from sluice.runtime.launch import launch
 
         result = launch(cmd, processes, devices_per_process=1, env=env, echo=None, timeout=1800)
         if not result.ok:

@@ -5,7 +5,7 @@ fixed, pre-adapted parameters, once with ``lax.map`` over the chains
 (sequential) and once with ``vmap`` (vectorized), compiled ahead and run
 alternately ``--reps`` times. Prints the median time ratio vectorized /
 sequential (below 1: vectorized is faster) and the choice of
-:func:`sluice.kernels.choose_chain_method` (a cost model, no timing).
+:func:`sluice.mcmc.chain_method.choose_chain_method` (a cost model, no timing).
 
     PYTHONPATH=src python bench/nuts_chain_method.py logreg_small logreg_large gaussian
 """
@@ -26,8 +26,8 @@ import nuts_kernels
 import nuts_targets
 
 import sluice
-from sluice import hamiltonian
-from sluice.kernels import choose_chain_method
+from sluice.mcmc import hamiltonian
+from sluice.mcmc.chain_method import choose_chain_method
 
 
 def measure(model: str, chains: int, steps: int, reps: int) -> tuple[float, str]:

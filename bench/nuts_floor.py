@@ -1,7 +1,7 @@
-"""The least a NUTS leapfrog step can cost, against the gradient floor (issue 8).
+"""The least a NUTS leapfrog step can cost, against the gradient floor.
 
-Issue 8 asks for an overhead (time per gradient / in-loop gradient) of at most
-2x. This script measures what the overhead of *any* NUTS would be if it did
+The overhead of a sampler is its time per gradient over the in-loop gradient's
+(``bench/mcmc.py``). This script measures what the overhead of *any* NUTS would be if it did
 nothing but the work the algorithm cannot skip, each variant a hand-fused
 ``jit(lax.scan(...))`` over ``--steps`` steps of one chain, on a fixed,
 pre-adapted step size and diagonal inverse mass matrix:

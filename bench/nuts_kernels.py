@@ -108,7 +108,7 @@ def kernels(fn, max_tree_depth=10):
 
     out["numpyro"] = numpyro_step
 
-    import sluice.hamiltonian as hamiltonian
+    import sluice.mcmc.hamiltonian as hamiltonian
 
     def sluice_step(key, state, eps, imm):
         s, info = hamiltonian.nuts_step(key, state, fn, eps, imm, max_tree_depth=max_tree_depth)

@@ -1,4 +1,4 @@
-"""The three benchmark posteriors of issue 8, on a flat vector (same data as bench/targets.py).
+"""The three MCMC benchmark posteriors of ``bench/mcmc.py``, on a flat vector (same data as bench/targets.py).
 
 * ``logreg_small``: the JAX notebook's logistic regression, 100 points x 10 features;
 * ``logreg_large``: synthetic logistic regression, 10,000 points x 100 features;

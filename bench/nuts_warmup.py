@@ -1,15 +1,15 @@
 """Warmup strategies compared on one chain: gradients spent, and quality of the tuned sampler.
 
-Mirrors the engine's warmup step (chunk.py: kernel step, adaptation update,
-step-size re-initialisation at window ends) in one ``jit(lax.scan)`` per
+Mirrors the engine's warmup step (the NUTS kernel's ``warmup()``: kernel
+step, adaptation update, step-size search at window ends) in one ``jit(lax.scan)`` per
 chain, for a given adaptation setting and window schedule, then samples
 ``--draws`` draws with the tuned step size and metric. Reports warmup
 gradients, sampling gradients per draw, and the minimum bulk ESS per
 sampling gradient (so a cheap warmup that tunes badly shows up).
 
 ``--feed state`` passes the kernel state (position and gradient) to the
-adaptation, as the engine does after the change proposed in issue 8;
-``--feed position`` passes the position only (the engine before it).
+adaptation, as the engine does; ``--feed position`` passes the position only
+(the metric is then the draws' variance, as in Stan).
 
     PYTHONPATH=src python bench/nuts_warmup.py gaussian --chains 2
 """
@@ -28,8 +28,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 import nuts_targets
 
-from sluice import adaptation as adapt_mod
-from sluice.kernels import KernelParams, nuts
+from sluice.mcmc import adaptation as adapt_mod
+from sluice.mcmc.kernel import KernelParams
+from sluice.mcmc.kernels import nuts
 
 
 def run_chain(fn, x0, key, warmup, draws, schedule, adapt, feed, kernel):

@@ -5,10 +5,12 @@ The run is ``bench/store.py``'s big model (a Gaussian of ``--dim`` elements,
 report gives, for each interval between two events (compiles of the chunk
 program and of the statistics' start/merge/finalize, the start of the
 statistics, the end of the run), the largest and the last RSS seen in it,
-then a timeline every 2 s. Events are marked by wrapping
-``ChunkProgram.compiled``, ``sluice._reduce.compiled`` and
-``_Session._start_statistics`` (a compile in a background thread shows as
-the interval it took there).
+then a timeline every 2 s. Events are marked by wrapping the compile cache
+(``sluice._jax.compile``: ``lower`` and ``fill`` mark every program actually
+compiled, from its lowering to the end of its XLA compile, in whichever thread
+compiles it; ``compiled`` marks a statistics program that the caller waited
+for, more than 50 ms, while another thread compiled it) and
+``Session._start_statistics``.
 
 Run: ``PYTHONPATH=src python bench/rss_trace.py --draws 1000``.
 """
@@ -52,42 +54,69 @@ def main() -> None:
     from store import gaussian
 
     import sluice
-    from sluice import _reduce, chunk, engine
+    from sluice._jax import compile as programs
+    from sluice.runtime.session import Session
 
-    def wrap_program(compiled):
-        def wrapped(self, name, *a, timed=True):
-            known = len(self._executables)
+    def label(key) -> str:
+        """``init`` / ``advance`` / ... for the chunk program, ``statistics merge`` / ... for
+        the statistics' programs (``statistics.start``, ``statistic.merge``, ...)."""
+        head = key[0] if isinstance(key, tuple) and key else key
+        if head == "mcmc.chunk":
+            return str(key[1])
+        if isinstance(head, str) and head.startswith("statistic"):
+            return f"statistics {head.rpartition('.')[2]}"
+        return str(head)
+
+    lowering: dict[int, float] = {}  # id(pending) -> when its lowering started
+    compiling = threading.local()  # this thread compiled inside its current compiled() call
+
+    def wrap_lower(lower):
+        def wrapped(key, fn, a):
             t0 = time.perf_counter()
-            result = compiled(self, name, *a, timed=timed)
-            if len(self._executables) > known:
-                marks.append((t0, f"compile {name} start"))
-                marks.append((time.perf_counter(), f"compile {name} end"))
+            future, pending = lower(key, fn, a)
+            if pending is not None:  # this caller compiles it
+                lowering[id(pending)] = t0
+            return future, pending
+
+        return wrapped
+
+    def wrap_fill(fill):
+        def wrapped(pending, **kw):
+            t0 = lowering.pop(id(pending), time.perf_counter())
+            result = fill(pending, **kw)
+            t1 = time.perf_counter()
+            name = label(pending.entry[0])
+            marks.append((t0, f"compile {name} start"))
+            marks.append((t1, f"compile {name} end ({t1 - t0:.1f} s)"))
+            compiling.done = True
             return result
 
         return wrapped
 
-    def wrap_reduce(compiled):
-        def wrapped(fn, a):
+    def wrap_compiled(compiled):
+        def wrapped(key, fn, a, **kw):
+            compiling.done = False
             t0 = time.perf_counter()
-            result = compiled(fn, a)
+            result = compiled(key, fn, a, **kw)
             seconds = time.perf_counter() - t0
-            if seconds > 0.05:  # a compile (or a wait for one), not a cache hit
-                name = getattr(fn, "__name__", "?")
-                marks.append((t0, f"statistics {name} compile start"))
-                marks.append((t0 + seconds, f"statistics {name} compile end ({seconds:.1f} s)"))
+            name = label(key)
+            if name.startswith("statistics") and seconds > 0.05 and not compiling.done:
+                marks.append((t0, f"wait for {name} compile start"))
+                marks.append((t0 + seconds, f"wait for {name} compile end ({seconds:.1f} s)"))
             return result
 
         return wrapped
 
-    start_statistics = engine._Session._start_statistics
+    start_statistics = Session._start_statistics
 
     def started(self):
         marks.append((time.perf_counter(), "statistics start (sampling begins)"))
         return start_statistics(self)
 
-    chunk.ChunkProgram.compiled = wrap_program(chunk.ChunkProgram.compiled)
-    _reduce.compiled = wrap_reduce(_reduce.compiled)
-    engine._Session._start_statistics = started
+    programs.lower = wrap_lower(programs.lower)
+    programs.fill = wrap_fill(programs.fill)
+    programs.compiled = wrap_compiled(programs.compiled)
+    Session._start_statistics = started
 
     model = gaussian(args.dim)
     marks.append((time.perf_counter(), "sample() called"))

@@ -1,6 +1,6 @@
 """Accuracy of the streaming ESS and R-hat against ArviZ on NUTS output.
 
-Samples the logistic regression of :mod:`sluice.datasets` (10 coefficients)
+Samples the logistic regression of :mod:`sluice.apps.datasets` (10 coefficients)
 with NUTS (4 chains, 500 warmup iterations, ``N`` draws) for each ``N`` in
 ``--draws`` and each seed in ``--seeds``, streams
 ``stats.summary_statistics(N)`` over the stored draws of each chain
@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 import sluice
-import sluice.datasets
+import sluice.apps.datasets
 from sluice import stats
 
 
@@ -68,7 +68,7 @@ def main() -> None:
     for item in args.option:
         key, value = item.split("=", 1)
         options[key] = ast.literal_eval(value)
-    model = sluice.datasets.logistic_regression_model()
+    model = sluice.apps.datasets.logistic_regression_model()
     print(f"options={options or 'default'}")
     print(
         "     N  seed | ess_bulk max   rms | ess_tail max   rms | r_hat max abs | bulk/tail res=1"

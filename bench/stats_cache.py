@@ -19,13 +19,13 @@ import time
 import jax
 import jax.numpy as jnp
 
-from sluice.engine import default_summary_statistic
+from sluice.stats import summary_statistics
 
 
 def cost_per_draw(
     dim: int, draws: int, reps: int, mb: float, with_stats: bool, dependent: bool = False
 ) -> float:
-    statistic = default_summary_statistic(1000)
+    statistic = summary_statistics(1000)  # what sample(default_stats=True) runs for 1000 draws
     xs = jax.random.normal(jax.random.PRNGKey(0), (draws, dim))
     n = max(int(mb * 1e6 / 4), 1)
 

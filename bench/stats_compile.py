@@ -10,7 +10,7 @@ is printed too (the options change rounding, not results).
 
     PYTHONPATH=src python bench/stats_compile.py --dim 1000 [--dim 10000]
 
-``sluice._reduce`` compiles statistics' programs with its fast options (the
+``sluice._jax.compile`` compiles statistics' programs with its fast options (the
 second set) when their arguments and results hold at most
 ``FAST_COMPILE_BYTES``.
 """

@@ -150,12 +150,8 @@ def main() -> None:
         options["block_sizes"] = tuple(args.block_sizes)
     if args.block_lags is not None:
         options["block_lags"] = tuple(args.block_lags)
-    if options:
-        statistic = stats.summary_statistics(num_draws=args.draws, **options)
-    else:  # exactly what sample(default_stats=True) runs
-        from sluice.engine import default_summary_statistic
-
-        statistic = default_summary_statistic(args.draws)
+    # without options: exactly what sample(default_stats=True) runs
+    statistic = stats.summary_statistics(args.draws, **options)
     m = micro(args.dim, args.micro_draws, args.reps, statistic)
     pair = nuts_pair(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
     base, full = pair["base"], pair["stats"]

@@ -1,4 +1,4 @@
-"""What each part of the default statistics costs inside NUTS (issue 3).
+"""What each part of the default statistics costs inside NUTS.
 
 Samples a ``--dim``-dimensional standard Gaussian (4 chains, ``sink=None``,
 ``--draws`` draws in one chunk) with, in turn: no statistic; a trivial one
@@ -30,8 +30,9 @@ from sluice.stats.base import Statistic
 
 
 def part(num_draws: int, **flags: bool) -> Statistic:
+    """The fused diagnostics with only the parts ``flags`` turn on (every output read)."""
     settings = cv._build(num_draws, **flags)
-    return cv._statistic(settings, cv._all(settings))
+    return cv._statistic(settings, "all", cv._all(settings))
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
 """Where the default statistics' cost goes inside NUTS: per-draw path, rare path, block levels.
 
-Samples a 1000-dim standard Gaussian (4 chains, 1,000 draws in one chunk,
-``sink=None``) with the default summary statistics and variants of them:
-the rare path never taken (its predicate forced to False while the chunk is
-traced: the per-draw path's cost alone; those statistics are wrong), other
+Samples a ``--dim``-dimensional standard Gaussian (default 1000; 4 chains,
+``--draws`` draws (default 1,000) in one chunk, ``sink=None``) with the default summary statistics and variants of them:
+the rare path never taken (every part's rare-work events forced to False, so
+the one ``cond`` per draw never takes its branch: the per-draw path's cost
+alone; those statistics are wrong), other
 block sizes of the block levels, no block levels, and the per-draw path of
 subsets (moments; + histograms; + lags without proxies; all but the bulk
 proxy's exact lags). Each variant compiles
@@ -11,7 +12,7 @@ once, then the variants alternate ``--reps`` times in one process; minimum
 and median sampling time per draw (the minimum resists this machine's bursts
 of noise).
 
-    PYTHONPATH=src python bench/stats_split.py [--reps 6]
+    PYTHONPATH=src python bench/stats_split.py [--reps 6] [--dim 1000] [--draws 1000]
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from harness import markdown_table
 
 import sluice
 from sluice.stats import convergence as cv
+from sluice.stats import fused
+from sluice.stats.base import Statistic
 
-DRAWS = 1000
 DEFAULT = dict(histogram=True, lags=True, proxies=True)
 # name -> (settings, rare path forced off)
 VARIANTS = {
@@ -48,12 +50,29 @@ VARIANTS = {
 
 
 def _never(events):
-    """``cv._events`` with every event off."""
+    """A part's ``events`` with every event off (the rare branch is never taken)."""
 
-    def events_off(index, seg, pos, in_split, settings):
-        return {k: v & False for k, v in events(index, seg, pos, in_split, settings).items()}
+    def events_off(draw):
+        return {k: v & False for k, v in events(draw).items()}
 
     return events_off
+
+
+def statistic(draws: int, flags: dict, rare_off: bool) -> Statistic:
+    """The fused diagnostics built from ``flags``; with ``rare_off``, the same parts with
+    their rare work never triggered."""
+    settings = cv._build(draws, **flags)
+    if not rare_off:
+        return cv._statistic(settings, "all", cv._all(settings))
+    parts = {
+        name: part._replace(events=_never(part.events))
+        for name, part in cv._parts(settings).items()
+    }
+    geometry = fused.Geometry(settings.num_draws, settings.max_elements)
+    init, update, merge, finalize = fused.fuse(
+        parts, geometry, lambda state, closed: cv.read_flat(state, closed, settings)
+    )
+    return Statistic(init, update, merge, finalize)
 
 
 def log_density(x):
@@ -63,26 +82,22 @@ def log_density(x):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=6)
+    parser.add_argument("--dim", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=1000)
     args = parser.parse_args()
-    statistics = {}
-    for name, (flags, _) in VARIANTS.items():
-        settings = cv._build(DRAWS, **flags)
-        statistics[name] = cv._statistic(settings, cv._all(settings))
-    events = cv._events
+    n = args.draws
+    statistics = {
+        name: statistic(n, flags, rare_off) for name, (flags, rare_off) in VARIANTS.items()
+    }
     times = collections.defaultdict(list)
-    for rep in range(args.reps + 1):  # round 0 compiles (and traces the forced variant)
+    for rep in range(args.reps + 1):  # round 0 compiles
         for name in ["none", *VARIANTS]:
             extra = {} if name == "none" else {"stats": {"v": statistics[name]}}
-            if name != "none" and VARIANTS[name][1]:
-                cv._events = _never(events)
-            try:
-                run = sluice.sample(log_density, init=jnp.zeros(1000), chains=4, warmup=100,
-                                    draws=DRAWS, sink=None, progress=False, seed=1,
-                                    chunk_size=DRAWS, default_stats=False, **extra)  # fmt: skip
-            finally:
-                cv._events = events
+            run = sluice.sample(log_density, init=jnp.zeros(args.dim), chains=4, warmup=100,
+                                draws=n, sink=None, progress=False, seed=1,
+                                chunk_size=n, default_stats=False, **extra)  # fmt: skip
             if rep:
-                times[name].append(run.info.sampling_seconds / (4 * DRAWS) * 1e6)
+                times[name].append(run.info.sampling_seconds / (4 * n) * 1e6)
     base = float(np.min(times["none"]))
     rows = [
         {"name": name, "min": min(v), "median": float(np.median(v)), "added": min(v) - base}
@@ -90,7 +105,7 @@ def main() -> None:
     ]
     columns = (("name", "statistics", ""), ("min", "min us per draw", ".1f"),
                ("median", "median", ".1f"), ("added", "added (min)", "+.1f"))  # fmt: skip
-    print(f"1000-dim Gaussian, 4 chains x {DRAWS} draws, one chunk, {args.reps} reps")
+    print(f"{args.dim}-dim Gaussian, 4 chains x {n} draws, one chunk, {args.reps} reps")
     print(markdown_table(rows, columns))
 
 

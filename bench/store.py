@@ -1,4 +1,4 @@
-"""Zarr store benchmarks (issue 4).
+"""Zarr store benchmarks: the sink's overhead, and a run larger than RAM.
 
 overhead  Sampling time with ZarrSink vs the memory sink on a 10,000-dim
           Gaussian, alternated in one process (the compiled program is shared),

@@ -19,7 +19,7 @@ step up to how particles and keys are produced:
   (sluice's default chunk), called ``steps / 100`` times: the floor.
 
 sluice, ``jax-fused`` and ``notebook`` evaluate the same log joint (the demo
-model's, :func:`sluice.vi.demo.logistic_log_joint`); NumPyro evaluates its
+model's, :func:`sluice.apps.vi_demo.logistic_log_joint`); NumPyro evaluates its
 ``Normal`` prior and ``Bernoulli(logits=...)`` likelihood, which cost the same
 kind of arithmetic.
 
@@ -51,8 +51,8 @@ import numpy as np
 import optax
 
 from sluice import vi
-from sluice.datasets import logistic_regression_data
-from sluice.vi.demo import logistic_log_joint, logistic_regression_model
+from sluice.apps.datasets import logistic_regression_data
+from sluice.apps.vi_demo import logistic_log_joint, logistic_regression_model
 
 STEP_SIZE = 0.01
 X, Y, _ = logistic_regression_data()

@@ -1,8 +1,8 @@
 """Time from sample(default_stats=True) to a summary table, logistic regression 100 x 10.
 
 Run from the root of a checkout (or a worktree of an older commit):
-    PYTHONPATH=src python bench/results/2026-11-30-s13/latency_check.py LABEL
-With LABEL "notrim", sluice._memory.release (where it exists) is turned off.
+    PYTHONPATH=src python bench/results/2026-11-30-c/latency_check.py LABEL
+With LABEL "notrim", sluice._jax.memory.release (where it exists) is turned off.
 """
 
 import sys
@@ -14,7 +14,7 @@ from targets import make_target
 import sluice
 
 if sys.argv[1] == "notrim":
-    from sluice import _memory
+    from sluice._jax import memory as _memory
 
     _memory.release = lambda: False
 t = make_target("logreg_small")

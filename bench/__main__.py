@@ -1,0 +1,287 @@
+"""Run the benchmark areas and regenerate ``BENCHMARKS.md`` from their raw outputs.
+
+From the repository root::
+
+    python -m bench list              # the areas and the commands each runs
+    python -m bench all               # run every area, save raw outputs, rewrite BENCHMARKS.md
+    python -m bench mcmc latency      # run these areas only (then rewrite BENCHMARKS.md)
+    python -m bench report            # rewrite BENCHMARKS.md from the newest raw outputs
+
+Each job (a bench script at the settings ``BENCHMARKS.md`` reports) runs in
+its own process with ``src/`` on ``PYTHONPATH``; its stdout, stderr and JSON
+go to ``bench/results/<YYYY-MM-DD>/<job>.{txt,err,json}`` (UTC date) with
+``<job>.meta.json`` (command, machine, times, exit status). ``report`` keeps,
+for every figure, the newest raw output that holds it (see ``bench/areas.py``).
+
+``--quick`` runs every job at smoke-test settings (seconds to a minute each),
+writes to a temporary results folder unless ``--results`` is given, and never
+touches ``BENCHMARKS.md`` unless ``--output`` is given; ``report`` ignores
+quick outputs unless ``--include-quick``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness, areas, mcmc: as the scripts
+
+import areas
+import harness
+
+BENCHMARKS_MD = areas.ROOT / "BENCHMARKS.md"
+
+
+# -- running --------------------------------------------------------------------------------
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = areas.ROOT / "src"
+    if src.is_dir():
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH")]))
+    return env
+
+
+def _device() -> dict[str, str]:
+    """JAX's default backend and device kind, from a short child process."""
+    code = "import jax; d = jax.devices()[0]; print(jax.default_backend()); print(d.device_kind)"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=300,
+            check=True,
+        )
+        backend, kind = [*proc.stdout.strip().splitlines(), "", ""][:2]
+        return {"backend": backend, "device": kind}
+    except (subprocess.SubprocessError, OSError):
+        return {"backend": "", "device": ""}
+
+
+def run_job(area: areas.Area, job: areas.Job, folder: Path, quick: bool, machine: dict) -> bool:
+    """Run one job, its outputs into ``folder``; True if it exited with 0."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stdout, stderr = folder / f"{job.name}.txt", folder / f"{job.name}.err"
+    json_path = folder / f"{job.name}.json" if job.json else None
+    if json_path is not None and json_path.exists():
+        json_path.unlink()  # a failed run must not leave an older file behind
+    argv = job.argv(quick, None if json_path is None else str(json_path))
+    started = datetime.datetime.now(datetime.UTC)
+    print(
+        f"[{started:%H:%M:%S}] {area.name}/{job.name}: {areas.display_command(argv)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    with stdout.open("w") as out, stderr.open("w") as err:
+        rc = subprocess.run(
+            [sys.executable, *argv], stdout=out, stderr=err, env=_env(), cwd=areas.ROOT, check=False
+        ).returncode
+    ended = datetime.datetime.now(datetime.UTC)
+    meta = {
+        "area": area.name,
+        "job": job.name,
+        "argv": argv,
+        "command": areas.display_command(argv),
+        "quick": quick,
+        "rc": rc,
+        "started": started.isoformat(timespec="seconds"),
+        "ended": ended.isoformat(timespec="seconds"),
+        "elapsed_s": round(time.perf_counter() - t0, 1),
+        "machine": machine,
+        "stdout": stdout.name,
+        "stderr": stderr.name,
+        "json": json_path.name if json_path is not None and json_path.exists() else None,
+    }
+    (folder / f"{job.name}.meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    status = "ok" if rc == 0 else f"FAILED (exit {rc}; see {stderr})"
+    print(f"    {meta['elapsed_s']:.0f} s, {status}", file=sys.stderr, flush=True)
+    return rc == 0
+
+
+def run_areas(names: list[str], results: Path, quick: bool) -> bool:
+    machine = {**harness.machine_info(), **_device()}
+    folder = results / datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    ok = True
+    for name in names:
+        area = areas.area(name)
+        for job in area.jobs:
+            ok &= run_job(area, job, folder, quick, machine)
+    print(f"raw outputs in {folder}", file=sys.stderr)
+    return ok
+
+
+# -- the report -----------------------------------------------------------------------------
+def _rows(area: areas.Area, results: Path, include_quick: bool) -> list[areas.Row]:
+    """The area's current figures: for every key, the row of the newest raw output."""
+    outputs: list[tuple[areas.Output, areas.Legacy | None]] = []
+    for entry in area.legacy:
+        try:
+            outputs.append((areas.legacy_output(entry), entry))
+        except (OSError, KeyError, ValueError) as error:
+            print(f"warning: {entry.path}: {error}", file=sys.stderr)
+    jobs = {j.name for j in area.jobs}
+    for run in areas.runs(results, include_quick):
+        if run.meta.get("job") in jobs:
+            outputs.append((run.output(), None))
+    newest: dict[tuple, areas.Row] = {}
+    for out, entry in outputs:
+        try:
+            rows = area.job(out.job).parse(out)
+        except Exception as error:  # an output this parser cannot read: say so, go on
+            print(
+                f"warning: cannot read {out.source} ({type(error).__name__}: {error})",
+                file=sys.stderr,
+            )
+            continue
+        job_index = [j.name for j in area.jobs].index(out.job)
+        for i, row in enumerate(rows):
+            if entry is not None and entry.keep is not None and not entry.keep(row):
+                continue
+            row = {
+                **row,
+                "command": f"`{out.command}`",
+                "machine": out.machine,
+                "date": out.date,
+                "source": f"`{out.source}`",
+                "_when": out.when,
+                "_job": job_index,
+                "_index": i,
+            }
+            key = area.key(row)
+            if key not in newest or row["_when"] >= newest[key]["_when"]:
+                newest[key] = row
+    return sorted(newest.values(), key=area.rank)
+
+
+def _machines(all_rows: list[list[areas.Row]], results: Path, include_quick: bool) -> list[str]:
+    shown = {row["machine"] for rows in all_rows for row in rows}
+    details = {areas.LEGACY_MACHINE: areas.LEGACY_MACHINE_DETAILS}
+    for run in areas.runs(results, include_quick):
+        details.setdefault(
+            areas.machine_label(run.meta["machine"]), areas.machine_details(run.meta["machine"])
+        )
+    return [f"* **{label}**: {details.get(label, label)}." for label in sorted(shown)]
+
+
+INTRO = """\
+# Benchmarks
+
+The current figures of sluice's benchmarks, one table per area. Every row
+gives the command that measured it, the machine and the date; its raw output
+(stdout, stderr, JSON) is the file under `bench/results/` named in the row.
+This file is generated from those raw outputs, the newest one of each figure:
+
+```bash
+python -m bench report     # rewrite this file from the raw outputs in bench/results/
+python -m bench all        # run every area at the settings below (long), then rewrite it
+python -m bench list       # the areas and their commands; `python -m bench AREA` runs one
+```
+
+Run them from the repository root (the jobs get `src/` on `PYTHONPATH`) with the
+`bench` extra installed (`pip install -e ".[bench]"`); new raw outputs go to
+`bench/results/<YYYY-MM-DD>/`. What each script measures and how:
+[`bench/README.md`](bench/README.md).
+
+Machines:
+
+{machines}
+
+`bench/gpu.sh` (many chains on one GPU) is not part of these tables and has
+no results here.
+"""
+
+
+def render(results: Path, include_quick: bool = False) -> str:
+    sections, all_rows = [], []
+    for area in areas.AREAS:
+        rows = _rows(area, results, include_quick)
+        all_rows.append(rows)
+        columns = [*area.columns, *areas.TAIL]
+        body = (
+            harness.markdown_table(rows, columns, left=(*area.left, *areas.TAIL_LEFT))
+            if rows
+            else f"No raw output yet: `python -m bench {area.name}`."
+        )
+        sections.append(f"## {area.title}\n\n{area.reading}\n\n{body}\n")
+    intro = INTRO.format(machines="\n".join(_machines(all_rows, results, include_quick)))
+    return "\n".join([intro, *sections])
+
+
+def write_report(output: Path, results: Path, include_quick: bool) -> None:
+    text = render(results, include_quick)
+    output.write_text(text)
+    print(f"wrote {output}", file=sys.stderr)
+
+
+# -- command line -----------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    names = [a.name for a in areas.AREAS]
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"areas: {', '.join(names)}",
+    )
+    parser.add_argument("what", nargs="+", metavar="all|list|report|AREA")
+    parser.add_argument("--quick", action="store_true", help="smoke-test settings")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="results root (default bench/results; with --quick a temporary folder)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="the report file (default BENCHMARKS.md; with --quick none)",
+    )
+    parser.add_argument(
+        "--include-quick", action="store_true", help="let the report use quick (smoke-test) outputs"
+    )
+    parser.add_argument("--no-report", action="store_true", help="run only")
+    args = parser.parse_args(argv)
+    what = args.what
+
+    if what == ["list"]:
+        for area in areas.AREAS:
+            print(f"{area.name}: {area.title}")
+            for job in area.jobs:
+                print(f"    {areas.display_command(job.argv(args.quick, None))}")
+        return 0
+
+    results = args.results
+    if results is None:
+        results = (
+            Path(tempfile.gettempdir()) / "sluice-bench-quick" if args.quick else (areas.RESULTS)
+        )
+    include_quick = args.include_quick or args.quick
+
+    if what == ["report"]:
+        write_report(args.output or BENCHMARKS_MD, results, include_quick)
+        return 0
+
+    run = names if what == ["all"] else what
+    unknown = [n for n in run if n not in names]
+    if unknown:
+        parser.error(
+            f"unknown area(s) {unknown}; choose from all, list, report, {', '.join(names)}"
+        )
+    ok = run_areas(run, results, args.quick)
+    output = args.output or (None if args.quick else BENCHMARKS_MD)
+    if output is not None and not args.no_report:
+        write_report(output, results, include_quick)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

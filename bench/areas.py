@@ -1,0 +1,1160 @@
+"""The benchmark areas of ``BENCHMARKS.md``: their commands, how to read their outputs, tables.
+
+An :class:`Area` is one section of ``BENCHMARKS.md`` and one table. It runs
+one or more :class:`Job` (a bench script and its arguments, at the settings
+the table reports); each job's parser turns one raw output (stdout, stderr
+and the JSON file it wrote, if any) into table rows. Every row is a *figure*
+with a key (``(model, variant)``, say); the table keeps, for each key, the
+row of the newest raw output that holds it.
+
+Raw outputs are found in two places:
+
+* ``bench/results/<YYYY-MM-DD>/<job>.{txt,err,json}`` with
+  ``<job>.meta.json`` (command, machine, start and end time), written by
+  ``python -m bench``;
+* raw outputs saved without a meta file, which carry neither their command
+  nor always their time: each area's ``legacy`` entries (:class:`Legacy`)
+  list those that hold its current figures, each with the command that
+  produced it and when it ran.
+
+This module imports no JAX: the orchestrating process only reads files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+import statistics as _statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import harness
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS = BENCH / "results"
+
+Row = dict[str, Any]
+
+# The machine every raw output of LEGACY ran on (from their JSON records and the
+# measurements' notes): label shown in the tables, details in the introduction.
+LEGACY_MACHINE = "2-core x86_64, CPU, 23.5 GiB"
+LEGACY_MACHINE_DETAILS = (
+    "a 2-core x86_64 VM (AMD EPYC), 23.5 GiB of RAM, no GPU; Linux 6.18, Python 3.11.7, "
+    "jax/jaxlib 0.10.2, NumPyro 0.22.0, BlackJAX 1.7.1, ArviZ 0.23.4, Zarr 3.1.6; shared with "
+    "other work, so a figure from one repetition is indicative and differences of about 15% "
+    "between runs are noise"
+)
+
+
+# -- raw outputs ------------------------------------------------------------------------
+@dataclasses.dataclass
+class Output:
+    """One raw output of one job, with where, when and how it was measured."""
+
+    job: str
+    text: str  # stdout
+    err: str  # stderr
+    data: Any  # the JSON file the job wrote (None if it wrote none)
+    command: str  # as shown in the tables
+    machine: str  # label
+    when: str  # ISO 8601 time: orders outputs (newest wins)
+    source: str  # the raw output's path, relative to the repository root
+
+    @property
+    def date(self) -> str:
+        return self.when[:10]
+
+
+def display_command(argv: Sequence[str]) -> str:
+    """``PYTHONPATH=src python bench/x.py ...`` for a job's argv (its ``--json PATH`` left
+    out: the raw output's path is a column of its own)."""
+    shown, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--json":
+            skip = True
+            continue
+        if arg.startswith("--json="):
+            continue
+        shown.append(arg)
+    return "PYTHONPATH=src python " + shlex.join(shown)
+
+
+def markdown_tables(text: str) -> list[tuple[str, list[dict[str, str]]]]:
+    """Every Markdown table in ``text``: ``(the non-empty line before it, rows)``, each row
+    ``{header: cell}`` (cells as printed)."""
+    lines = text.splitlines()
+    tables, i = [], 0
+    while i < len(lines):
+        line = lines[i].strip()
+        nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+        if line.startswith("|") and nxt.startswith("|") and set(nxt) <= set("|-: "):
+            header = [c.strip() for c in line.strip("|").split("|")]
+            before = next((x.strip() for x in reversed(lines[:i]) if x.strip()), "")
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+                rows.append(dict(zip(header, cells, strict=False)))
+                i += 1
+            tables.append((before, rows))
+        else:
+            i += 1
+    return tables
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of ``text`` that is a JSON object."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def _chunks(chunk_size: str, draws: str) -> str:
+    if chunk_size == "auto":
+        return "engine's default"
+    return "one chunk" if chunk_size == draws else f"chunks of {chunk_size}"
+
+
+# -- parsers: one raw output -> rows ------------------------------------------------------
+def parse_mcmc(out: Output) -> list[Row]:
+    import mcmc
+
+    records = [r for r in out.data["records"] if r["variant"] != mcmc.CHUNKS]
+    mcmc.derive(records)
+    rows = []
+    for key in dict.fromkeys((r["model"], r["variant"]) for r in records):
+        mine = [r for r in records if (r["model"], r["variant"]) == key]
+        med = {k: harness.median([r[k] for r in mine]) for k in MCMC_KEYS}
+        rows.append(
+            {"model": key[0], "dim": mine[0]["dim"], "variant": key[1], "reps": len(mine), **med}
+        )
+    return rows
+
+
+MCMC_KEYS = (
+    "wall_s",
+    "compile_s",
+    "sampling_s",
+    "grads_per_draw",
+    "overhead",
+    "min_ess_bulk",
+    "ess_per_s_sampling",
+    "ess_per_s_total",
+    "peak_rss_mb",
+)
+
+
+def parse_latency(out: Output) -> list[Row]:
+    (before, table), *_ = markdown_tables(out.text)
+    model = re.match(r"model (\S+),", before).group(1)
+    reps = re.search(r"medians of (\d+)", before).group(1)
+    return [
+        {
+            "model": model,
+            "variant": r["variant"],
+            "reps": reps,
+            "sample": r["sample (s)"],
+            "summary": r["summary (s)"],
+            "total": r["total (s)"],
+            "vs_anchor": r["total / best anchor"],
+            "ess": r["min ESS bulk"],
+        }
+        for r in table
+    ]
+
+
+def parse_stats_parts(out: Output) -> list[Row]:
+    (before, table), *_ = markdown_tables(out.text)
+    head = dict(re.findall(r"(\w+)=(\S+)", before))
+    chunks = _chunks(head.get("chunk_size", head["draws"]), head["draws"])
+    base = next(r for r in table if r["statistics"] == "none")["us per draw (median)"]
+    return [
+        {
+            "model": f"standard Gaussian, {head['dim']} dims",
+            "chains": f"{head['chains']} {head['chain_method']}",
+            "chunks": chunks,
+            "statistics": r["statistics"],
+            "runs": f"median of {head['reps']}",
+            "base": base,
+            "with": r["us per draw (median)"],
+            "added_us": r["added us"],
+            "added": r["added %"],
+        }
+        for r in table
+    ]
+
+
+def parse_stats_overhead(out: Output) -> list[Row]:
+    text = out.text
+    head = dict(re.findall(r"(\w+)=(\S+)", text.splitlines()[0]))
+    base = re.search(r"NUTS draw \(median of (\d+)[^)]*\): ([\d.]+) us wall", text)
+    full = re.search(r"NUTS draw \+ statistics: ([\d.]+) us wall", text)
+    added = re.search(r"overhead \(end to end, sampling time\): ([+-][\d.]+%) wall", text)
+    model = {
+        "gaussian": f"standard Gaussian, {head['dim']} dims",
+        "logreg": f"logistic regression, {head['dim']} coefficients",
+    }[head["model"]]
+    options = head["options"]
+    return [
+        {
+            "model": model,
+            "chains": f"{head['chains']} {head['chain_method']}",
+            "chunks": _chunks(head["draws"], head["draws"]),  # one chunk of all draws
+            "statistics": "default" if options == "default" else f"default, {options}",
+            "runs": f"median of {base.group(1)}",
+            "base": base.group(2),
+            "with": full.group(1),
+            "added_us": f"{float(full.group(1)) - float(base.group(2)):+.1f}",
+            "added": added.group(1),
+        }
+    ]
+
+
+def parse_short_runs(out: Output) -> list[Row]:
+    (before, table), *_ = markdown_tables(out.text)
+    elements = re.search(r"(\d+) elements", before).group(1)
+    return [
+        {
+            "model": f"standard Gaussian, {elements} elements",
+            "run": r["chains x draws"],
+            "statistic": r["statistic"],
+            "max": r["max rel. error"],
+            "rms": r["rms rel. error"],
+            "off": r["elements > 10%"],
+        }
+        for r in table
+    ]
+
+
+_ACCURACY_LINE = re.compile(
+    r"^\s*(\d+)\s+(\w+)\s*\|\s*([\d.]+%)\s+([\d.]+%)\s*\|\s*([\d.]+%)\s+([\d.]+%)\s*\|\s*(\S+)"
+)
+
+
+def parse_stats_accuracy(out: Output) -> list[Row]:
+    seeds: dict[str, int] = {}
+    rows = []
+    for line in out.text.splitlines():
+        m = _ACCURACY_LINE.match(line)
+        if not m:
+            continue
+        n, seed = m.group(1), m.group(2)
+        if seed != "all":
+            seeds[n] = seeds.get(n, 0) + 1
+            continue
+        k = seeds.get(n, 0)
+        model = f"logistic regression, 10 coefficients, {k} seed{'' if k == 1 else 's'} pooled"
+        run = f"4 x {n}"
+        for stat, mx, rms in (("ess_bulk", 3, 4), ("ess_tail", 5, 6)):
+            rows.append(
+                {
+                    "model": model,
+                    "run": run,
+                    "statistic": stat,
+                    "max": m.group(mx),
+                    "rms": m.group(rms),
+                    "off": None,
+                }
+            )
+        rows.append(
+            {
+                "model": model,
+                "run": run,
+                "statistic": "r_hat",
+                "max": f"{m.group(7)} (absolute)",
+                "rms": None,
+                "off": None,
+            }
+        )
+    return rows
+
+
+MEMORY_LINES = {
+    "sluice": 'sluice, sink="memory"',
+    "sluice-none": "sluice, sink=None",
+    "numpyro": "NumPyro",
+    "blackjax": "BlackJAX",
+}
+
+
+def parse_memory(out: Output) -> list[Row]:
+    mb = 2**20
+    s = out.data["settings"]
+    return [
+        {
+            "line": MEMORY_LINES.get(r["line"], r["line"]),
+            "dim": s["dim"],
+            "draws": r["draws"],
+            "draw_mb": r["draw_bytes"] / mb,
+            "base_mb": r["base_rss_bytes"] / mb,
+            "peak_mb": r["peak_rss_bytes"] / mb,
+            "ratio": r["excess_over_draws"],
+            "chunk": r["chunk_size"] if r["line"].startswith("sluice") else None,
+        }
+        for r in out.data["records"]
+    ]
+
+
+def parse_store(out: Output) -> list[Row]:
+    rows = []
+    for r in json_lines(out.text):
+        gb = r["draw_bytes"] / 1e9
+        if r.get("benchmark") == "store-overhead":
+            memory = _statistics.median(r["memory_sampling_s"])
+            zarr = _statistics.median(r["zarr_sampling_s"])
+            rows.append(
+                {
+                    "run": f"`ZarrSink` vs memory sink, {r['dim']:,} dims, {r['chains']} x "
+                    f"{r['draws']:,} draws ({gb:.2f} GB), chunks of {r['chunk_size']}",
+                    "sampling": f"memory {memory:.2f}, Zarr {zarr:.2f} (medians of "
+                    f"{len(r['zarr_sampling_s'])})",
+                    "wall": None,
+                    "peak": None,
+                    "result": f"Zarr / memory {r['median_ratio_zarr_over_memory']:.2f} (median); "
+                    f"{r['zarr_write_MB_per_s']:.0f} MB/s of draws",
+                }
+            )
+        elif r.get("benchmark") == "store-big":
+            rows.append(
+                {
+                    "run": f"`ZarrSink`, {r['dim']:,} dims, {r['chains']} x {r['draws']:,} draws "
+                    f"({gb:.1f} GB), chunks of {r['chunk_size']}",
+                    "sampling": f"{r['sampling_s']:.0f}",
+                    "wall": f"{r['wall_s']:.0f}",
+                    "peak": f"{r['peak_rss_bytes'] / 1e9:.2f} GB",
+                    "result": f"{r['store_bytes'] / 1e9:.2f} GB on disk; "
+                    f"RAM {r['ram_bytes'] / 1e9:.1f} GB",
+                }
+            )
+    return rows
+
+
+VI_VARIANTS = ("sluice", "sluice-seq", "numpyro-vec", "numpyro-seq", "notebook", "jax-fused")
+VI_RATIOS = ("numpyro-vec/sluice", "numpyro-seq/sluice", "sluice/jax-fused")
+
+
+def parse_vi(out: Output) -> list[Row]:
+    tables = markdown_tables(out.text)
+    times = next(t for before, t in tables if before.startswith("median: ms per step"))
+    ratios = next(t for before, t in tables if before.startswith("median: ratios"))
+    steps = re.search(r"steps (\d+), reps (\d+)", out.text)
+    rows = []
+    for t, r in zip(times, ratios, strict=True):
+        row = {"k": t["K"], "runs": f"median of {steps.group(2)} x {steps.group(1)} steps"}
+        row.update({v: t[v] for v in VI_VARIANTS})
+        row.update({v: r[v] for v in VI_RATIOS})
+        rows.append(row)
+    return rows
+
+
+def parse_multiprocess(out: Output) -> list[Row]:
+    rows = []
+    for r in json_lines(out.text):
+        if r.get("benchmark") != "multiprocess-throughput":
+            continue
+        rows.append(
+            {
+                "model": r["model"],
+                "chains": r["chains"],
+                "draws": r["draws"],
+                "one": ", ".join(f"{v:,.0f}" for v in r["draws_per_s_1_process"]),
+                "two": ", ".join(f"{v:,.0f}" for v in r["draws_per_s_2_processes"]),
+                "ratio": f"{r['median_ratio']:.2f}",
+            }
+        )
+    return rows
+
+
+def parse_adapters(out: Output) -> list[Row]:
+    (before, table), *_ = markdown_tables(out.text)
+    best = re.search(r"best of (\d+)", before)
+    return [
+        {
+            "model": r["model"],
+            "sampler": r["sampler"],
+            "runs": f"best of {best.group(1)}",
+            "total": r["total s"],
+            "compile": r["compile s"],
+            "draws": r["draws s"],
+            "ess": r["min ESS"],
+            "ess_draws": r["ESS/s (draws)"],
+            "ess_total": r["ESS/s (total)"],
+            "ratio": r["ESS/s ratio vs numpyro-vec (draws / total)"],
+            "rss": r["peak RSS MB"],
+        }
+        for r in table
+    ]
+
+
+# -- jobs and areas -------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One bench script at the settings its table reports."""
+
+    name: str  # file stem of its raw outputs
+    args: tuple[str, ...]  # script (relative to the repository root) and arguments
+    parse: Callable[[Output], list[Row]]
+    quick: tuple[str, ...]  # the same script at smoke-test settings (seconds to a minute)
+    json: bool = False  # the script takes --json PATH
+
+    def argv(self, quick: bool, json_path: str | None) -> list[str]:
+        argv = list(self.quick if quick else self.args)
+        if self.json and json_path is not None:
+            argv += ["--json", json_path]
+        return argv
+
+
+@dataclasses.dataclass(frozen=True)
+class Legacy:
+    """A raw output saved without a meta file: the command that produced it and when."""
+
+    job: str
+    path: str  # relative to bench/results: the stdout (.txt) or the JSON file
+    command: str | None = None  # None: the JSON file's own "command"
+    when: str | None = None  # None: the JSON file's "machine" date
+    keep: Callable[[Row], bool] | None = None  # rows of it that are current figures
+
+
+@dataclasses.dataclass(frozen=True)
+class Area:
+    name: str
+    title: str
+    jobs: tuple[Job, ...]
+    key: Callable[[Row], tuple]  # what identifies a figure across raw outputs
+    rank: Callable[[Row], tuple]  # row order in the table
+    columns: tuple[tuple[str, str, str], ...]  # (key, header, format spec)
+    reading: str
+    legacy: tuple[Legacy, ...] = ()
+    left: tuple[str, ...] = ()  # left-aligned columns besides the first
+
+    def job(self, name: str) -> Job:
+        return next(j for j in self.jobs if j.name == name)
+
+
+def _order(values: Sequence[str]) -> Callable[[str], int]:
+    return lambda v: values.index(v) if v in values else len(values)
+
+
+MCMC_MODELS = _order(("logreg_small", "logreg_large", "gaussian"))
+MCMC_VARIANTS = _order(
+    ("sluice/seq", "sluice/vec", "numpyro/seq", "numpyro/vec", "blackjax/seq", "blackjax/vec")
+)
+LATENCY_VARIANTS = _order(
+    (
+        "sluice/seq",
+        "sluice/vec",
+        "sluice-nostats/seq",
+        "sluice-nostats/vec",
+        "numpyro/seq",
+        "numpyro/vec",
+        "blackjax/seq",
+        "blackjax/vec",
+    )
+)
+
+TAIL = (
+    ("command", "command", ""),
+    ("machine", "machine", ""),
+    ("date", "date", ""),
+    ("source", "raw output", ""),
+)
+TAIL_LEFT = ("command", "machine", "date", "source")
+
+
+def _index(row: Row) -> tuple:
+    return (row["_job"], row["_index"])
+
+
+AREAS: tuple[Area, ...] = (
+    Area(
+        name="mcmc",
+        title="MCMC: NUTS against NumPyro and BlackJAX",
+        jobs=(
+            Job(
+                "mcmc-a",
+                ("bench/mcmc.py", "--models", "logreg_small", "--reps", "3", "--no-chunks"),
+                parse_mcmc,
+                ("bench/mcmc.py", "--quick", "--models", "logreg_small", "--no-chunks"),
+                json=True,
+            ),
+            Job(
+                "mcmc-bc",
+                (
+                    "bench/mcmc.py",
+                    "--models",
+                    "logreg_large,gaussian",
+                    "--reps",
+                    "1",
+                    "--no-chunks",
+                ),
+                parse_mcmc,
+                (
+                    "bench/mcmc.py",
+                    "--quick",
+                    "--models",
+                    "logreg_large",
+                    "--no-chunks",
+                    "--variants",
+                    "sluice/seq",
+                ),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["variant"]),
+        rank=lambda r: (MCMC_MODELS(r["model"]), MCMC_VARIANTS(r["variant"])),
+        columns=(
+            ("model", "model", ""),
+            ("dim", "dim", ",d"),
+            ("variant", "variant", ""),
+            ("reps", "reps", "d"),
+            ("wall_s", "wall s", ".2f"),
+            ("compile_s", "compile s", ".2f"),
+            ("sampling_s", "sampling s", ".2f"),
+            ("grads_per_draw", "grads/draw", ".1f"),
+            ("overhead", "overhead", ".2f"),
+            ("min_ess_bulk", "min ESS_bulk", ".0f"),
+            ("ess_per_s_sampling", "ESS/s sampling", ".3g"),
+            ("ess_per_s_total", "ESS/s total", ".3g"),
+            ("peak_rss_mb", "peak RSS MB", ".0f"),
+        ),
+        left=("variant",),
+        reading=(
+            "NUTS with a diagonal mass matrix and Stan-style windowed adaptation (target "
+            "acceptance 0.8, maximum tree depth 10), 4 chains, 1,000 warmup iterations and "
+            "1,000 draws per chain, every chain starting at zero, float32, the same "
+            "log-density for the three libraries. `logreg_small` is the JAX notebook's "
+            "logistic regression (100 points x 10 features), `logreg_large` a synthetic one "
+            "(10,000 x 100), `gaussian` a 10,000-dimensional Gaussian with scales from 0.1 "
+            "to 10. `seq` runs the chains one after another, `vec` in lock step under "
+            "`vmap`. Each measurement is a fresh process; values are medians over the row's "
+            "repetitions. *wall* is the whole library call; *compile* the part of it JAX "
+            "spent tracing, lowering and compiling; *sampling* the sampling phase without "
+            "compilation. *overhead* is sampling time / (sampling gradients x the cost of one "
+            "gradient inside a compiled loop): 1.0 is a sampler that costs nothing but its "
+            "gradients. *min ESS_bulk* is ArviZ's bulk ESS, the smallest over the "
+            "parameters, per second of sampling and per second of wall time; *peak RSS* the "
+            "process's high-water mark with the draws in hand. sluice runs with its "
+            "defaults, except that its `gaussian` runs computed the default streaming "
+            "statistics (`default_stats=True`), which the memory sink does not by default. "
+            "With one repetition, ESS differs by about 15% from run to run."
+        ),
+        legacy=(
+            Legacy("mcmc-a", "2026-11-30-d/mcmc-a-final.json"),
+            Legacy("mcmc-bc", "2026-11-30-a/mcmc.json"),
+            Legacy("mcmc-bc", "2026-11-30-quiet/mcmc.json"),
+        ),
+    ),
+    Area(
+        name="latency",
+        title="Time to a summary table",
+        jobs=(
+            Job(
+                "latency",
+                ("bench/latency.py", "--reps", "2"),
+                parse_latency,
+                (
+                    "bench/latency.py",
+                    "--reps",
+                    "1",
+                    "--warmup",
+                    "100",
+                    "--draws",
+                    "100",
+                    "--variants",
+                    "sluice/seq",
+                    "sluice-nostats/seq",
+                    "blackjax/seq",
+                ),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["variant"]),
+        rank=lambda r: (r["model"], LATENCY_VARIANTS(r["variant"])),
+        columns=(
+            ("model", "model", ""),
+            ("variant", "variant", ""),
+            ("reps", "runs", ""),
+            ("sample", "sample s", ""),
+            ("summary", "summary s", ""),
+            ("total", "total s", ""),
+            ("vs_anchor", "total / best anchor", ""),
+            ("ess", "min ESS bulk", ""),
+        ),
+        left=("variant",),
+        reading=(
+            "Time from the library call to a summary table in hand (mean, sd, HDI, MCSE, "
+            "ESS, R-hat) on `logreg_small` (the MCMC table's model), 4 chains, 1,000 warmup "
+            "iterations + 1,000 draws per chain; each measurement a fresh process, imports and "
+            "data made before the clock starts; medians of the row's runs. `sluice` is "
+            "`sample(default_stats=True)` then `run.summary()` (the streaming statistics; "
+            "their merge and finalize compile in the background while the run samples); "
+            "`sluice-nostats` is `default_stats=False`, what the memory sink does by default, "
+            "then ArviZ on the kept draws; NumPyro and BlackJAX are the MCMC table's runs "
+            "then `az.summary` of their draws. *total / best anchor* divides by the fastest "
+            "NumPyro or BlackJAX variant of the same command."
+        ),
+        legacy=(
+            Legacy(
+                "latency",
+                "2026-11-30-e/latency.txt",
+                "cd bench && PYTHONPATH=../src python latency.py --reps 2",
+                "2026-11-30T20:22:00+00:00",
+            ),
+            Legacy(
+                "latency",
+                "2026-11-30-e/latency-final.txt",
+                "cd bench && PYTHONPATH=../src python latency.py --reps 2 --variants "
+                "sluice/seq sluice-nostats/seq blackjax/seq",
+                "2026-11-30T21:20:00+00:00",
+            ),
+        ),
+    ),
+    Area(
+        name="stats-cost",
+        title="Streaming statistics: cost per draw",
+        jobs=(
+            Job(
+                "stats-parts",
+                ("bench/stats_parts.py", "--dim", "1000", "--reps", "5", "--chunk-size", "0"),
+                parse_stats_parts,
+                (
+                    "bench/stats_parts.py",
+                    "--dim",
+                    "100",
+                    "--draws",
+                    "200",
+                    "--reps",
+                    "1",
+                    "--chunk-size",
+                    "0",
+                ),
+            ),
+            Job(
+                "stats-overhead-logreg",
+                ("bench/stats_overhead.py", "--dim", "1000", "--reps", "3", "--model", "logreg"),
+                parse_stats_overhead,
+                (
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "100",
+                    "--draws",
+                    "200",
+                    "--reps",
+                    "1",
+                    "--micro-draws",
+                    "200",
+                    "--model",
+                    "logreg",
+                ),
+            ),
+        ),
+        key=lambda r: (r["model"], r["chunks"], r["statistics"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("chains", "chains", ""),
+            ("chunks", "chunks", ""),
+            ("statistics", "statistics", ""),
+            ("runs", "runs", ""),
+            ("base", "NUTS draw, no statistics, us", ""),
+            ("with", "with the statistics, us", ""),
+            ("added_us", "added us", ""),
+            ("added", "added", ""),
+        ),
+        left=("chains", "chunks", "statistics"),
+        reading=(
+            "Sampling time per draw and chain of NUTS with streaming statistics against the "
+            "same run without them: 4 chains, 1,000 draws per chain, `sink=None`, the runs "
+            "with and without alternated in one process, medians. The standard Gaussian has "
+            "the cheapest gradient there is, the worst case for the statistics' relative "
+            "cost; the logistic regression (1,000 data points, 1,000 coefficients, "
+            "vectorized chains) is a typical model of that size. The Gaussian rows add the "
+            "default statistics' parts one at a time: *trivial* is a running sum (the cost of "
+            "carrying any state through the chunk loop), *moments* the exact split moments, "
+            "*histograms* the part behind quantiles, HDI and rank R-hat, *lags* the part "
+            "behind ESS and MCSE, and *default* all of them with the tail-ESS proxies: what "
+            "`sample(default_stats=True)` computes. *engine's default* chunking is about ten "
+            "chunks per run."
+        ),
+        legacy=(
+            Legacy(
+                "stats-parts",
+                "2026-11-30-e/stats-parts-auto-chunks-proxy-lags-3.txt",
+                "PYTHONPATH=src python bench/stats_parts.py --dim 1000 --reps 5 --chunk-size 0",
+                "2026-11-30T21:05:00+00:00",
+            ),
+            Legacy(
+                "stats-overhead-logreg",
+                "2026-11-30-e/stats-overhead-logreg.txt",
+                "PYTHONPATH=src python bench/stats_overhead.py --dim 1000 --reps 3 --model logreg",
+                "2026-11-30T21:05:00+00:00",
+            ),
+        ),
+    ),
+    Area(
+        name="stats-accuracy",
+        title="Streaming statistics: accuracy against ArviZ",
+        jobs=(
+            Job(
+                "stats-short-runs",
+                ("bench/stats_short_runs.py", "--dim", "200"),
+                parse_short_runs,
+                ("bench/stats_short_runs.py", "--dim", "20", "--settings", "1x200"),
+            ),
+            Job(
+                "stats-accuracy",
+                ("bench/stats_accuracy.py",),
+                parse_stats_accuracy,
+                ("bench/stats_accuracy.py", "--draws", "400", "--seeds", "0"),
+            ),
+        ),
+        key=lambda r: (r["model"], r["run"], r["statistic"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("run", "chains x draws", ""),
+            ("statistic", "statistic", ""),
+            ("max", "max rel. error", ""),
+            ("rms", "rms rel. error", ""),
+            ("off", "elements off by > 10%", ""),
+        ),
+        left=("run", "statistic"),
+        reading=(
+            "Relative error of the streaming values of the default statistics against "
+            "ArviZ's on the same stored NUTS draws: the largest and the root-mean-square over "
+            "the elements, and how many elements are more than 10% off (R-hat: absolute "
+            "error). On a standard Gaussian NUTS gives antithetic draws (ESS above the number "
+            "of draws), the hardest case for the streaming ESS; short runs and single chains "
+            "leave the fewest draws per split half."
+        ),
+        legacy=(
+            Legacy(
+                "stats-short-runs",
+                "2026-11-30-e/stats-short-runs-proxy-lags-3.txt",
+                "PYTHONPATH=src python bench/stats_short_runs.py --dim 200 --proxy-lags 3",
+                "2026-11-30T21:05:00+00:00",
+            ),
+        ),
+    ),
+    Area(
+        name="memory",
+        title="Memory: peak RSS against the bytes of the draws",
+        jobs=(
+            Job(
+                "memory-none",
+                (
+                    "bench/memory.py",
+                    "--lines",
+                    "sluice-none",
+                    "--draws",
+                    "1000,4000,16000,64000",
+                    "--chunk-size",
+                    "1000",
+                ),
+                parse_memory,
+                (
+                    "bench/memory.py",
+                    "--lines",
+                    "sluice-none",
+                    "--draws",
+                    "100",
+                    "--dim",
+                    "1000",
+                    "--warmup",
+                    "20",
+                ),
+                json=True,
+            ),
+            Job(
+                "memory-kept",
+                (
+                    "bench/memory.py",
+                    "--lines",
+                    "sluice,numpyro",
+                    "--draws",
+                    "500,1000,2000,4000",
+                    "--numpyro-draws",
+                    "500,1000,2000",
+                ),
+                parse_memory,
+                (
+                    "bench/memory.py",
+                    "--lines",
+                    "sluice,numpyro",
+                    "--draws",
+                    "100",
+                    "--numpyro-draws",
+                    "100",
+                    "--dim",
+                    "1000",
+                    "--warmup",
+                    "20",
+                ),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["line"], r["dim"], r["draws"]),
+        rank=lambda r: (list(MEMORY_LINES.values()).index(r["line"]), r["dim"], r["draws"]),
+        columns=(
+            ("line", "line", ""),
+            ("dim", "dim", ",d"),
+            ("draws", "draws/chain", ",d"),
+            ("draw_mb", "draw MB", ",.0f"),
+            ("base_mb", "base RSS MB", ",.0f"),
+            ("peak_mb", "peak RSS MB", ",.0f"),
+            ("ratio", "(peak - base) / draw bytes", ".2f"),
+            ("chunk", "sluice chunk", "d"),
+        ),
+        reading=(
+            "Peak resident memory of one process (`ru_maxrss`) sampling a standard Gaussian, "
+            "4 chains, 100 warmup iterations, maximum tree depth 3 (memory depends on "
+            "neither), chains one after another, each point in a fresh process. *draw MB* is "
+            "the size of the float32 draws (chains x draws x dim x 4 bytes), *base RSS* the "
+            "process before sampling (interpreter, JAX, the library, the model). "
+            "`sink=None` keeps no draws and computes the default streaming statistics "
+            "(histograms and lags for the first 4,096 elements, exact moments for all); "
+            '`sink="memory"` keeps every draw in host memory and, by default, computes no '
+            "streaming statistics. *sluice chunk* is sluice's chunk size (its automatic "
+            "choice unless the command sets one)."
+        ),
+        legacy=(
+            Legacy("memory-none", "2026-11-30-b/memory-none.json"),
+            Legacy(
+                "memory-kept",
+                "2026-11-30-quiet/memory-stats.json",
+                keep=lambda r: r["line"] == "NumPyro",
+            ),
+            Legacy(
+                "memory-kept",
+                "2026-11-30-shared-vm/memory.json",
+                keep=lambda r: r["line"] in ('sluice, sink="memory"', "NumPyro"),
+            ),
+        ),
+    ),
+    Area(
+        name="store",
+        title="Draws on disk: the Zarr store",
+        jobs=(
+            Job(
+                "store-overhead",
+                ("bench/store.py", "overhead"),
+                parse_store,
+                (
+                    "bench/store.py",
+                    "overhead",
+                    "--dim",
+                    "1000",
+                    "--draws",
+                    "200",
+                    "--chunk-size",
+                    "100",
+                    "--reps",
+                    "1",
+                    "--warmup",
+                    "50",
+                ),
+            ),
+            Job(
+                "store-big",
+                ("bench/store.py", "big", "--chunk-size", "100"),
+                parse_store,
+                (
+                    "bench/store.py",
+                    "big",
+                    "--dim",
+                    "1000",
+                    "--draws",
+                    "400",
+                    "--chunk-size",
+                    "100",
+                    "--warmup",
+                    "50",
+                ),
+            ),
+        ),
+        key=lambda r: (r["run"],),
+        rank=_index,
+        columns=(
+            ("run", "run", ""),
+            ("sampling", "sampling s", ""),
+            ("wall", "wall s", ""),
+            ("peak", "peak RSS", ""),
+            ("result", "result", ""),
+        ),
+        left=("sampling", "result"),
+        reading=(
+            "The first row samples a Gaussian with the same default statistics into the "
+            "memory sink and into a `ZarrSink`, alternated in one process (the compiled "
+            "program is shared), and reports the median of the per-repetition ratios of the "
+            "sampling times. The second writes more float32 draws than the machine has RAM to "
+            "a `ZarrSink`, default statistics on, in a fresh process: peak RSS from "
+            "`getrusage`, the store's size on disk, the machine's RAM. A Zarr run writes a "
+            "checkpoint (the chains' state, mostly the statistics') after every chunk."
+        ),
+        legacy=(
+            Legacy(
+                "store-overhead",
+                "2026-11-30-c/store-overhead.txt",
+                "PYTHONPATH=src python bench/store.py overhead",
+                "2026-11-30T15:30:00+00:00",
+            ),
+            Legacy(
+                "store-big",
+                "2026-11-30-c/store-big.txt",
+                "PYTHONPATH=src python bench/store.py big --chunk-size 100",
+                "2026-11-30T15:37:30+00:00",
+            ),
+        ),
+    ),
+    Area(
+        name="vi",
+        title="Variational inference",
+        jobs=(
+            Job(
+                "vi",
+                ("bench/vi_bench.py", "--reps", "5"),
+                parse_vi,
+                ("bench/vi_bench.py", "--particles", "1", "10", "--steps", "100", "--reps", "1"),
+            ),
+        ),
+        key=lambda r: (int(r["k"]),),
+        rank=lambda r: (int(r["k"]),),
+        columns=(
+            ("k", "K", ""),
+            ("runs", "runs", ""),
+            *((v, f"{v} ms", "") for v in VI_VARIANTS),
+            *((v, v, "") for v in VI_RATIOS),
+        ),
+        reading=(
+            "Milliseconds per optimisation step of a mean-field Gaussian fit (plain SGD) of "
+            "the demo model, the JAX notebook's logistic regression, with K particles. "
+            "`sluice` is `sluice.vi.fit` as a user calls it (particles vectorized, 100 steps "
+            "per compiled chunk, the host loop included); `sluice-seq` the same with one "
+            "particle at a time; `numpyro-vec` / `numpyro-seq` NumPyro's `Trace_ELBO` with "
+            "particles vectorized or not, its steps in one jitted `lax.scan`; `notebook` the "
+            "notebook's Python loop; `jax-fused` the notebook's step in a jitted `lax.scan` of "
+            "100 steps: the floor. The ratios divide the medians: above 1, sluice is faster; "
+            "`sluice/jax-fused` is sluice's time over the floor's."
+        ),
+        legacy=(
+            Legacy(
+                "vi",
+                "2026-11-30-quiet/vi.txt",
+                "PYTHONPATH=src python bench/vi_bench.py --reps 5",
+                "2026-11-30T08:20:05+00:00",
+            ),
+        ),
+    ),
+    Area(
+        name="multiprocess",
+        title="Many processes",
+        jobs=(
+            Job(
+                "multiprocess",
+                ("bench/multiprocess.py", "--reps", "2"),
+                parse_multiprocess,
+                (
+                    "bench/multiprocess.py",
+                    "--reps",
+                    "1",
+                    "--draws",
+                    "200",
+                    "--warmup",
+                    "50",
+                    "--points",
+                    "500",
+                    "--features",
+                    "10",
+                ),
+            ),
+        ),
+        key=lambda r: (r["model"], r["chains"], r["draws"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("chains", "chains", "d"),
+            ("draws", "draws/chain", ",d"),
+            ("one", "1 process, draws/s", ""),
+            ("two", "2 processes, draws/s", ""),
+            ("ratio", "ratio (median)", ""),
+        ),
+        reading=(
+            "8 chains sampled with `sink=None`, sequential chains: one process on one core "
+            "against two processes on one core each (`jax.distributed` on 127.0.0.1, each "
+            "process pinned to its core), alternated. Throughput is chains x draws / the "
+            "slowest process's sampling time, one value per repetition; the ratio is the "
+            "median of the per-repetition ratios. The model is compute-bound: its gradient "
+            "dominates a NUTS step."
+        ),
+        legacy=(
+            Legacy(
+                "multiprocess",
+                "2026-11-30-a/multiprocess.txt",
+                "PYTHONPATH=src python bench/multiprocess.py --reps 2",
+                "2026-11-30T09:45:00+00:00",
+            ),
+        ),
+    ),
+    Area(
+        name="numpyro",
+        title="NumPyro models through the adapter",
+        jobs=(
+            Job(
+                "adapters-numpyro",
+                ("bench/adapters_numpyro.py",),
+                parse_adapters,
+                (
+                    "bench/adapters_numpyro.py",
+                    "--models",
+                    "eight_schools",
+                    "--reps",
+                    "1",
+                    "--warmup",
+                    "100",
+                    "--draws",
+                    "200",
+                ),
+            ),
+        ),
+        key=lambda r: (r["model"], r["sampler"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("sampler", "sampler", ""),
+            ("runs", "runs", ""),
+            ("total", "total s", ""),
+            ("compile", "compile s", ""),
+            ("draws", "draws s", ""),
+            ("ess", "min ESS", ""),
+            ("ess_draws", "ESS/s (draws)", ""),
+            ("ess_total", "ESS/s (total)", ""),
+            ("ratio", "ESS/s vs numpyro-vec (draws / total)", ""),
+            ("rss", "peak RSS MB", ""),
+        ),
+        left=("sampler",),
+        reading=(
+            "NumPyro models converted by sluice's adapter (`sluice.from_numpyro`) and sampled "
+            "by sluice, with the memory sink and with a `ZarrSink`, against "
+            "`numpyro.infer.MCMC` with vectorized and with sequential chains: 4 chains, 1,000 "
+            "warmup iterations, 20,000 draws per chain for eight schools and 5,000 for the "
+            "others; each row the best of its fresh processes. *total* is the whole call, "
+            "*compile* JAX's compile time inside it, *draws* the sampling phase without "
+            "compilation; *min ESS* the smallest bulk ESS over every latent element (ArviZ), "
+            "per second of sampling and of the whole call; the ratio divides by "
+            "`numpyro-vec`'s."
+        ),
+        legacy=(
+            Legacy(
+                "adapters-numpyro",
+                "2026-11-30-quiet/adapters-numpyro.txt",
+                "PYTHONPATH=src python bench/adapters_numpyro.py",
+                "2026-11-30T08:21:49+00:00",
+            ),
+        ),
+    ),
+)
+
+
+def area(name: str) -> Area:
+    for a in AREAS:
+        if a.name == name:
+            return a
+    raise KeyError(name)
+
+
+# -- loading raw outputs --------------------------------------------------------------------
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def legacy_output(entry: Legacy) -> Output:
+    path = RESULTS / entry.path
+    stem = path.with_suffix("")
+    data = json.loads(path.read_text()) if path.suffix == ".json" else None
+    command, when = entry.command, entry.when
+    if command is None:
+        argv = shlex.split(data["command"])
+        command = display_command(argv)
+    if when is None:
+        when = data["machine"]["date"]
+    text = _read(stem.with_suffix(".txt")) if path.suffix == ".json" else _read(path)
+    return Output(
+        entry.job,
+        text,
+        _read(stem.with_suffix(".err")),
+        data,
+        command,
+        LEGACY_MACHINE,
+        when,
+        _rel(path),
+    )
+
+
+def machine_label(machine: dict[str, Any]) -> str:
+    backend = (machine.get("backend") or "?").upper()
+    return f"{machine['cpu_count']}-core {machine['machine']}, {backend}, {machine['memory_gib']:g} GiB"
+
+
+def machine_details(machine: dict[str, Any]) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in machine.get("versions", {}).items() if v)
+    device = f", {machine['device']}" if machine.get("device") else ""
+    return (
+        f"{machine['cpu_count']} cores{device}, {machine['memory_gib']:g} GiB of RAM; "
+        f"{machine['platform']}, Python {machine['python']}; {versions}"
+    )
+
+
+@dataclasses.dataclass
+class Run:
+    """A raw output written by ``python -m bench`` (its meta file read)."""
+
+    meta: dict[str, Any]
+    path: Path  # the meta file
+
+    def output(self) -> Output:
+        m, base = self.meta, self.path.parent
+        data = None
+        if m.get("json"):
+            json_path = base / m["json"]
+            data = json.loads(json_path.read_text()) if json_path.exists() else None
+        source = base / (m["json"] if m.get("json") else m["stdout"])
+        return Output(
+            m["job"],
+            _read(base / m["stdout"]),
+            _read(base / m["stderr"]),
+            data,
+            m["command"],
+            machine_label(m["machine"]),
+            m["ended"],
+            _rel(source),
+        )
+
+
+def runs(results: Path, include_quick: bool = False) -> list[Run]:
+    """Every successful job output under ``results/*/`` (quick smoke runs only on request)."""
+    found = []
+    for path in sorted(results.glob("*/*.meta.json")):
+        meta = json.loads(path.read_text())
+        if meta.get("rc") != 0 or (meta.get("quick") and not include_quick):
+            continue
+        found.append(Run(meta, path))
+    return found
