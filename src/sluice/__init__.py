@@ -6,6 +6,7 @@ inference, for log-densities written for one point.
 """
 
 from sluice import stats, vi
+from sluice._version import __version__ as __version__
 from sluice.io.store import ZarrSink
 from sluice.io.store import open_store as open
 from sluice.mcmc.kernels import HMC, NUTS, hmc, nuts
@@ -13,8 +14,6 @@ from sluice.model import Model
 from sluice.runtime import distributed
 from sluice.runtime.run import Run
 from sluice.runtime.sampling import resume, sample
-
-__version__ = "0.1.0"
 
 __all__ = [
     "HMC",

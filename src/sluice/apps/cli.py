@@ -247,11 +247,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# the extra that brings a missing module (pyproject.toml's optional dependencies)
+_EXTRAS = {"optax": "vi", "matplotlib": "plot", "scipy": "demo", "numpyro": "numpyro",
+           "pymc": "pymc"}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (FileExistsError, FileNotFoundError, ValueError, OSError) as error:
+    except ModuleNotFoundError as error:
+        module = (error.name or "").split(".")[0]
+        extra = _EXTRAS.get(module)
+        hint = f": pip install 'sluice[{extra}]'" if extra else ""
+        print(f"sluice {args.command}: error: {module} is not installed{hint}", file=sys.stderr)
+        return 2
+    except (FileExistsError, FileNotFoundError, ValueError, OSError, ImportError) as error:
         print(f"sluice {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -26,12 +26,11 @@ import functools
 import math
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax.flatten_util import ravel_pytree
 
 from sluice._checks import check_count
@@ -43,9 +42,25 @@ from sluice.runtime.progress import ChunkProgress
 from sluice.vi.families import Family, get_family
 from sluice.vi.particles import BOUNDS, _bound, _draws
 
+if TYPE_CHECKING:
+    import optax
+
 __all__ = ["Fit", "FitError", "FitFailure", "FitInfo", "FitState", "fit"]
 
 DEFAULT_LEARNING_RATE = 1e-2
+
+
+def _optax() -> Any:
+    """optax, or an ImportError that names the extra to install."""
+    try:
+        import optax
+    except ImportError as error:
+        raise ImportError(
+            "sluice.vi.fit needs optax, which is not installed: pip install 'sluice[vi]'"
+        ) from error
+    return optax
+
+
 DEFAULT_CHUNK_SIZE = 100
 
 
@@ -149,7 +164,7 @@ def _make_advance(
             state.params, consts, jax.random.fold_in(root_key, t)
         )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
+        params = _optax().apply_updates(state.params, updates)
         finite = jnp.isfinite(value) & _all_finite(grads) & _all_finite(params)
         active = (t < stop) & (state.failure.step < 0)
         failure = FitFailure(
@@ -465,6 +480,7 @@ def fit(
         check_count("particle_chunk_size", particle_chunk_size)
     if chunk_size is not None:
         check_count("chunk_size", chunk_size)
+    optax = _optax()
     optimizer_key: Any = optimizer
     if optimizer is None:
         optimizer = optax.adam(DEFAULT_LEARNING_RATE)
