@@ -1,7 +1,7 @@
 """A worker of the multi-process tests, started by ``sluice.runtime.launch.launch``.
 
 ``python -m tests.helpers.mp_worker MODE OUT`` with MODE one of
-``draws`` (sample to memory, save this process's draws to OUT/p<i>.npz),
+``draws`` (sample to memory, save this process's draws and summary to OUT/p<i>.npz),
 ``store`` (sample to the store OUT; process 1 SIGKILLs itself after writing
 its third chunk), ``resume`` (finish the store OUT).
 """
@@ -47,7 +47,7 @@ def main(mode: str, out: str) -> None:
         np.savez(
             os.path.join(out, f"p{jax.process_index()}.npz"),
             x=run.draws["x"],
-            start=run.local_chains.start,
+            summary=run.summary(round_to="none").to_numpy(),
             num_gradients=run.info.num_gradients,
         )
     elif mode == "store":

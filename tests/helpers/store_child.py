@@ -2,12 +2,16 @@
 
 It starts the run if the store has no checkpoint yet, and resumes it
 otherwise. Writes are slowed down so that kills also land in the middle of
-writing a chunk.
+writing a chunk. In the environment, ``SLUICE_TEST_WRITE_DELAY`` sets that
+delay (seconds per array), and ``SLUICE_TEST_KILL_AT_COMMIT=before:N`` (or
+``after:N``) makes the process SIGKILL itself just before (after) the rename
+that publishes its N-th commit record.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -20,7 +24,7 @@ from sluice.io.store import COMMIT, ZarrSink
 from sluice.stats import Statistic
 
 SETTINGS = dict(chains=3, warmup=60, draws=150, chunk_size=10, seed=11)
-WRITE_DELAY = 0.004  # seconds slept before each array of a chunk is written
+WRITE_DELAY = float(os.environ.get("SLUICE_TEST_WRITE_DELAY", 0.004))  # per array written
 
 
 def model() -> sluice.Model:
@@ -79,7 +83,28 @@ def main(path: str) -> None:
     print("DONE", flush=True)
 
 
+def _kill_at_commit(spec: str) -> None:
+    """SIGKILL this process around the rename of its N-th commit record."""
+    when, n = spec.split(":")
+    real, count = os.replace, [0]
+
+    def replace(src, dst, *args, **kwargs):
+        if os.path.basename(str(dst)) == COMMIT:
+            count[0] += 1
+            if count[0] == int(n) and when == "before":
+                os.kill(os.getpid(), signal.SIGKILL)
+            real(src, dst, *args, **kwargs)
+            if count[0] == int(n) and when == "after":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return
+        real(src, dst, *args, **kwargs)
+
+    os.replace = replace
+
+
 if __name__ == "__main__":
+    if os.environ.get("SLUICE_TEST_KILL_AT_COMMIT"):
+        _kill_at_commit(os.environ["SLUICE_TEST_KILL_AT_COMMIT"])
     if len(sys.argv) > 2:  # share compiled programs between the many short-lived processes
         jax.config.update("jax_compilation_cache_dir", sys.argv[2])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 from tests.helpers import store_child as child
+from tests.helpers.store_checks import assert_same_run, reference_run
 
 import sluice
 from sluice.io.store import COMMIT, StoreError, StoreWriteError, ZarrSink
@@ -22,37 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def reference():
-    # the statistics a Zarr run streams by default; the memory sink's default leaves them off
-    return sluice.sample(
-        child.model(), stats=child.STATS, default_stats=True, progress=False, **child.SETTINGS
-    )
-
-
-def assert_same_run(store: Path, reference) -> None:
-    """Resume the store to its end; draws, statistics and totals equal the reference."""
-    resumed = sluice.resume(store, child.model(), stats=child.STATS, progress=False)
-    sink = ZarrSink.open_existing(store)
-    assert sink.draws_done() == child.SETTINGS["draws"]
-    for group in ("posterior", "sample_stats", "log_likelihood"):
-        expected = reference.sink.kept()[group]
-        for name, values in expected.items():
-            np.testing.assert_array_equal(
-                sink.kept()[group][name][...], values, err_msg=f"{group}/{name}"
-            )
-    for a, b in zip(
-        np.asarray(list(resumed.stats["sums"].values()), dtype=object),
-        np.asarray(list(reference.stats["sums"].values()), dtype=object),
-        strict=True,
-    ):
-        np.testing.assert_array_equal(a, b)
-    for a, b in zip(
-        jax.tree.leaves(resumed.stats["summary"]),
-        jax.tree.leaves(reference.stats["summary"]),
-        strict=True,
-    ):
-        np.testing.assert_array_equal(a, b)  # the default statistics resume exactly too
-    assert resumed.info.num_gradients == reference.info.num_gradients
-    assert resumed.info.num_divergent == reference.info.num_divergent
+    return reference_run()
 
 
 def test_store_round_trip_and_lazy_inference_data(tmp_path, reference):
@@ -241,7 +212,6 @@ def test_cli_sample_resume_summary_plot(tmp_path, capsys):
 
 def test_resume_on_another_device_layout(tmp_path, reference):
     """Interrupted on 3 devices, finished on 1: the same draws (chains carry their state)."""
-    import jax
 
     path = tmp_path / "run.zarr"
 

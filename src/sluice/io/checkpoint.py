@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from sluice._version import __version__
+
 __all__ = ["FORMAT", "VERSION", "Checkpoint", "StoreError", "atomic_write", "fsync_directory"]
 
 FORMAT = "sluice-store"
@@ -47,11 +49,13 @@ class Checkpoint:
     carry: list[np.ndarray]  # leaves of the chain carry, leading axis = chain slots
     totals: dict[str, Any]  # running totals (gradients, divergences, seconds)
     sequence: int  # how many checkpoints the run wrote before this one
+    sluice_version: str | None = __version__  # the sluice that wrote it (None: before 0.1.0)
 
     def _meta(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
             "version": VERSION,
+            "sluice_version": self.sluice_version,
             "config": self.config,
             "next_iteration": self.next_iteration,
             "stats_ready": self.stats_ready,
@@ -94,7 +98,9 @@ class Checkpoint:
         missing = [k for k in _FIELDS if k != "carry" and k not in meta]
         if missing:
             raise StoreError(f"the checkpoint {path} is damaged: its header lacks {missing}")
-        return cls(*(meta[k] if k != "carry" else carry for k in _FIELDS))
+        return cls(
+            *(meta[k] if k != "carry" else carry for k in _FIELDS), meta.get("sluice_version")
+        )
 
 
 _FIELDS = ("config", "next_iteration", "stats_ready", "carry", "totals", "sequence")

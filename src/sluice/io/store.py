@@ -1,22 +1,37 @@
-"""Draws on disk: a Zarr store that grows chunk by chunk and resumes exactly.
+"""Draws on disk: a Zarr store that grows chunk by chunk, resumes exactly, and runs no code.
 
 Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
 
     run.zarr/
-      zarr.json                  root attributes: {"sluice": {format, version, description, ...}}
-      posterior/<name>           (chain, draw, ...) one Zarr chunk per sluice chunk
+      zarr.json                  root attributes: {"sluice": {format, version, versions,
+                                 description, model_source}}
+      posterior/<name>           (chain, draw, ...) one Zarr chunk per chain and sluice chunk
       sample_stats/<name>        (chain, draw)
       log_likelihood/<name>      (chain, draw, ...)
       observed_data/<name>
       sluice-checkpoint-p<P>-<parity>.ckpt  process P's chains' state after a chunk
       sluice-commit.json                     which parity is complete, and where
+    run.zarr.lock                the writer's exclusive lock (sluice.io.lock)
 
-After every chunk each process writes its chains' draws (Zarr chunks along
-chains are one process's block, so writes never collide), then its state to
-the checkpoint file of the current parity (0, 1, 0, ...). After a barrier,
-process 0 replaces the commit record atomically (temporary file, flush,
-rename). A crash at any moment leaves the committed parity's files intact;
-draws written past the committed iteration are written again on resume.
+Writes never share a Zarr chunk: along ``chain`` a Zarr chunk is one chain
+(runs of more than :data:`ONE_CHAIN_CHUNKS_UP_TO` chains: one process's
+block of the creating run, and a resume on a layout whose blocks do not
+align with it is refused, naming both). Along ``draw`` it is one sluice
+chunk.
+
+After every chunk each process writes its chains' draws and syncs those
+files (and their directories) to disk, then writes its state to the
+checkpoint file of the current parity (0, 1, 0, ...; temporary file, fsync,
+rename, fsync of the directory). After a barrier, process 0 replaces the
+commit record the same way; the record carries a CRC-32 of its fields. A
+crash or power cut at any moment leaves the committed parity's files and
+every draw they cover on disk; draws written past the committed iteration
+are written again on resume. Damage (a truncated or altered checkpoint or
+commit record) is an error naming the file, never an empty store.
+
+A store records its model's fingerprint, data hash and a few values of its
+functions, and sluice's and JAX's versions, but no code to run:
+``sluice.resume(path, model)`` is given the model and checks it.
 """
 
 from __future__ import annotations
@@ -27,18 +42,42 @@ import os
 import shutil
 import uuid
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from sluice._version import __version__
 from sluice.io.arviz import dim_names
-from sluice.io.checkpoint import FORMAT, VERSION, Checkpoint, StoreError, atomic_write
+from sluice.io.checkpoint import (
+    FORMAT,
+    VERSION,
+    Checkpoint,
+    StoreError,
+    atomic_write,
+    fsync_directory,
+)
+from sluice.io.lock import StoreLock, StoreLockedError
 from sluice.io.sinks import Layout
 
-__all__ = ["COMMIT", "StoreError", "StoreWriteError", "ZarrSink", "open_store"]
+__all__ = [
+    "COMMIT",
+    "StoreError",
+    "StoreLockedError",
+    "StoreWriteError",
+    "ZarrSink",
+    "open_store",
+]
 
 COMMIT = "sluice-commit.json"
+READABLE_VERSIONS = (1, 2)  # store formats open_store reads (1: .npz checkpoints)
+# Checkpoints of these sluice versions restore into this one (a test writes and
+# restores each: tests/io/test_reliability.py).
+COMPATIBLE_CHECKPOINTS = (__version__,)
+# Up to this many chains a Zarr chunk holds one chain: any process layout then writes
+# disjoint chunks. Beyond it, one process's block (fewer files).
+ONE_CHAIN_CHUNKS_UP_TO = 64
 
 
 class StoreWriteError(OSError):
@@ -83,8 +122,15 @@ class ZarrSink:
         Zarr compressors for the draws (default: none; float draws compress
         poorly and compression costs time on the host).
     model_source
-        Where the model comes from (set by ``sluice sample FILE.py``), so that
-        ``sluice resume`` can reload it.
+        Where the model comes from (set by ``sluice sample FILE.py``): a record
+        of the script's path and SHA-256, which ``sluice resume --model`` checks
+        (a store never runs the code it names).
+    durable
+        Sync every chunk's draws to disk before its checkpoint is committed
+        (default), so that a power cut loses nothing committed. ``False`` skips
+        those syncs (the store's metadata, checkpoints and commit records are
+        synced all the same): faster on slow disks, and a power cut may then
+        lose committed draws.
 
     Examples
     --------
@@ -107,13 +153,16 @@ class ZarrSink:
         overwrite: bool = False,
         compressors: Any = None,
         model_source: dict[str, str] | None = None,
+        durable: bool = True,
     ) -> None:
         self.path = Path(path)
         self.overwrite = overwrite
         self.compressors = compressors
         self.model_source = model_source
+        self.durable = durable
         self._root: Any = None
         self._arrays: dict[str, dict[str, Any]] = {}
+        self._lock = StoreLock(self.path)
 
     # -- creating --------------------------------------------------------------
     def open(self, layout: Layout, description: dict[str, Any]) -> None:
@@ -129,14 +178,35 @@ class ZarrSink:
         self.attach(layout)
 
     def attach(self, layout: Layout) -> None:
-        """Write this process's chains (``layout.local_chains``) of an existing store."""
-        self._local = layout.local_range
+        """Write this process's chains (``layout.local_chains``) of an existing store.
+
+        Refused when they would share a Zarr chunk with another process's chains
+        (a resume on a layout whose blocks do not align with the store's chunks).
+        """
+        first, last = layout.local_range
+        arrays = [a for names in self._arrays.values() for a in names.values()]
+        if arrays:
+            c = arrays[0].chunks[0]
+            aligned = first % c == 0 and (last % c == 0 or last == layout.chains)
+            if not aligned:
+                raise StoreError(
+                    f"cannot write {self.path} from this process layout: the store was "
+                    f"created with Zarr chunks of {c} chains (the creating run's blocks), and "
+                    f"process {layout.process_index} of this run writes chains "
+                    f"[{first}, {last}), which would share a chunk with another process. "
+                    f"Resume it with the layout it was created with ({c} chain slots per "
+                    "process), or on one process"
+                )
+        if layout.process_index == 0:
+            self._lock.acquire()
+        self._local = (first, last)
 
     def _create(self, layout: Layout, description: dict[str, Any]) -> None:
         import zarr
 
         if self._root is not None:  # reopened by resume() with no checkpoint: start afresh
             self.overwrite = True
+        self._lock.acquire()  # before looking: a live writer's store is never replaced
         if self.path.exists() and any(self.path.iterdir()):
             if not _is_sluice_store(self.path):
                 raise FileExistsError(
@@ -154,7 +224,7 @@ class ZarrSink:
             os.replace(self.path, doomed)
             shutil.rmtree(doomed)
         draw_chunk = min(description["config"]["chunk_size"], layout.num_draws)
-        chain_chunk = min(layout.chains_per_process or layout.chains, layout.chains)
+        chain_chunk = _chain_chunk(layout)
         # The root group is created with its sluice attributes in one write: a
         # run killed while creating arrays leaves a store that resume() recreates.
         root = zarr.open_group(
@@ -165,6 +235,7 @@ class ZarrSink:
                 "sluice": {
                     "format": FORMAT,
                     "version": VERSION,
+                    "versions": _versions(),
                     "description": description,
                     "model_source": self.model_source,
                 }
@@ -193,6 +264,7 @@ class ZarrSink:
                     name, data=value, dimension_names=dim_names(name, value.ndim, layout.dims)
                 )
         self._write_coords(root, layout)
+        _sync_tree(self.path)  # the empty store is on disk before any draw
         self._root = root
         self.attach(layout)
 
@@ -225,7 +297,10 @@ class ZarrSink:
             for group, names in chunk.items():
                 for name, values in names.items():
                     n = values.shape[1]
-                    self._arrays[group][name][first:last, start : start + n] = values
+                    array = self._arrays[group][name]
+                    array[first:last, start : start + n] = values
+                    if self.durable:
+                        _sync_chunks(self.path, array, (first, last), (start, start + n))
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
@@ -255,6 +330,7 @@ class ZarrSink:
             "process_count": process_count,
             "sequence": checkpoint.sequence,
         }
+        record["crc32"] = _record_crc(record)
         try:
             atomic_write(self.path / COMMIT, json.dumps(record).encode())
         except OSError as error:
@@ -266,12 +342,14 @@ class ZarrSink:
             ) from error
 
     def close(self) -> None:
-        pass
+        """Release the store's lock (the run is over, or failed)."""
+        self._lock.release()
 
     # -- reopening -------------------------------------------------------------
     @classmethod
-    def open_existing(cls, path: str | os.PathLike) -> ZarrSink:
-        """Reopen a store to continue writing it (see :func:`sluice.resume`)."""
+    def open_existing(cls, path: str | os.PathLike, *, writable: bool = True) -> ZarrSink:
+        """Reopen a store: to continue writing it (see :func:`sluice.resume`), or
+        read-only (``writable=False``: format 1 stores too)."""
         import zarr
 
         path = Path(path)
@@ -279,11 +357,17 @@ class ZarrSink:
             raise FileNotFoundError(f"no store at {path}")
         if not _is_sluice_store(path):
             raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
-        root = zarr.open_group(path, mode="r+", zarr_format=3)
-        meta = root.attrs["sluice"]
-        if meta.get("version") != VERSION:
+        try:
+            root = zarr.open_group(path, mode="r+" if writable else "r", zarr_format=3)
+            meta = root.attrs["sluice"]
+        except Exception as error:
+            raise StoreError(f"{path}/zarr.json is damaged: {error}") from error
+        version = meta.get("version")
+        readable = VERSION if writable else READABLE_VERSIONS
+        if version not in (readable if isinstance(readable, tuple) else (readable,)):
             raise StoreError(
-                f"{path} was written by store format {meta.get('version')}, not {VERSION}"
+                f"{path} was written in store format {version}; this sluice "
+                + (f"continues format {VERSION} only" if writable else f"reads {READABLE_VERSIONS}")
             )
         sink = cls(path, model_source=meta.get("model_source"))
         sink._root = root
@@ -304,9 +388,21 @@ class ZarrSink:
     def description(self) -> dict[str, Any]:
         return self._root.attrs["sluice"]["description"]
 
+    def versions(self) -> dict[str, str]:
+        """The sluice and JAX versions that created the store (empty for older stores)."""
+        return dict(self._root.attrs["sluice"].get("versions") or {})
+
     def _commit_record(self) -> dict[str, Any] | None:
         path = self.path / COMMIT
         if not path.exists():
+            # Checkpoint k + 1 is written only after commit k: a checkpoint of sequence
+            # >= 1 without a commit record means the record was lost.
+            for file in sorted(self.path.glob("sluice-checkpoint-p*-*.ckpt")):
+                if Checkpoint.from_file(file).sequence >= 1:
+                    raise StoreError(
+                        f"{path} is missing, but {file.name} is a later checkpoint: the "
+                        "store is damaged (its committed draws are unknown)"
+                    )
             return None
         try:
             record = json.loads(path.read_text())
@@ -314,8 +410,14 @@ class ZarrSink:
             raise StoreError(
                 f"the commit record {path} is damaged and cannot be read: {error}"
             ) from error
-        if record.get("format") != FORMAT:
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise StoreError(f"{path} is not a sluice commit record")
+        if "crc32" in record and record["crc32"] != _record_crc(record):
+            raise StoreError(f"the commit record {path} is damaged: checksum mismatch")
+        missing = [k for k in ("next_iteration", "parity", "process_count", "sequence")
+                   if not isinstance(record.get(k), int)]  # fmt: skip
+        if missing:
+            raise StoreError(f"the commit record {path} is damaged: no valid {missing}")
         return record
 
     def load_checkpoint(self) -> Checkpoint | None:
@@ -330,6 +432,15 @@ class ZarrSink:
         ]
         if any(part.sequence != record["sequence"] for part in parts):
             raise StoreError(f"the checkpoint files of {self.path} disagree with its commit record")
+        for p, part in enumerate(parts):
+            written = part.sluice_version or "before 0.1.0"
+            if written not in COMPATIBLE_CHECKPOINTS:
+                raise StoreError(
+                    f"the checkpoint {_checkpoint_name(p, record['parity'])} of {self.path} was "
+                    f"written by sluice {written}; this is sluice {__version__}, whose "
+                    "checkpoints are not known to be compatible with it: finish the run with "
+                    f"sluice {written}, or start it again"
+                )
         first = parts[0]
         carry = [np.concatenate(leaves) for leaves in zip(*(p.carry for p in parts), strict=True)]
         totals = dict(first.totals)
@@ -348,40 +459,46 @@ class ZarrSink:
             carry,
             totals,
             record["sequence"],
+            first.sluice_version,
         )
 
     def _state(self) -> str:
+        """How far the store's run went, for messages (damage is described, not raised)."""
         try:
-            total = json.loads((self.path / "zarr.json").read_text())["attributes"]["sluice"][
-                "description"
-            ]["config"]["draws"]
-        except (OSError, ValueError, KeyError):
-            return "unreadable settings"
-        done = self.draws_done()
+            total = self._config_of_disk()["draws"]
+            done = self.draws_done()
+        except StoreError as error:
+            return f"damaged: {error}"
         return "complete" if done == total else f"{done} of {total} draws per chain so far"
 
-    def _draws_done_or_none(self) -> int | None:
+    def _config_of_disk(self) -> dict[str, Any]:
+        path = self.path / "zarr.json"
         try:
-            record = self._commit_record()
-            warmup = json.loads((self.path / "zarr.json").read_text())["attributes"]["sluice"][
-                "description"
-            ]["config"]["warmup"]
-        except (StoreError, OSError, ValueError, KeyError):
-            return 0
-        return 0 if record is None else max(0, record["next_iteration"] - warmup)
+            return json.loads(path.read_text())["attributes"]["sluice"]["description"]["config"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise StoreError(f"{path} is damaged: {error!r}") from error
 
     def draws_done(self) -> int:
-        """Draws per chain written and covered by the checkpoint."""
-        return self._draws_done_or_none() or 0
+        """Draws per chain written and covered by the committed checkpoint (0 before the
+        first commit); a damaged commit record or metadata is a :class:`StoreError`."""
+        record = self._commit_record()
+        if record is None:
+            return 0
+        return max(0, record["next_iteration"] - self._config_of_disk()["warmup"])
 
     def check_compatible(self, description: dict[str, Any]) -> None:
-        """Raise :class:`StoreError` naming the first setting or model property that differs."""
+        """Raise :class:`StoreError` naming the first setting or model property that differs.
+
+        The model's programs may print differently under another JAX release: a
+        different fingerprint is accepted when the model's values at the recorded
+        probe points agree (to float32 rounding), and refused otherwise, naming
+        the JAX versions when they differ.
+        """
         stored = self.description()
         what_model = {
             "dim": "the model's number of parameters",
             "dtype": "the model's parameter dtype",
             "draws": "the names or shapes of the recorded quantities",
-            "program": "the model's log-density, transform or log-likelihood program",
             "data": "the model's data values",
             "name": "the model's name",
         }
@@ -391,10 +508,34 @@ class ZarrSink:
             old = stored[section].get(key)
             new = json.loads(json.dumps(description[section].get(key)))
             if old != new:
-                detail = "" if key in ("program", "data") else f" (stored {old!r}, now {new!r})"
+                detail = "" if key == "data" else f" (stored {old!r}, now {new!r})"
                 raise StoreError(
                     f"cannot resume {self.path}: {what} differs from the run that wrote it{detail}"
                 )
+        old_model, new_model = stored["model"], description["model"]
+        if old_model.get("program") == new_model.get("program"):
+            return
+        old_probes, new_probes = old_model.get("probes"), new_model.get("probes")
+        same_values = (
+            old_probes is not None
+            and new_probes is not None
+            and len(old_probes) == len(new_probes)
+            and np.allclose(old_probes, new_probes, rtol=1e-5, atol=1e-6, equal_nan=True)
+        )
+        if same_values:
+            return  # the same functions, printed differently (another JAX, say)
+        jax_then, jax_now = old_model.get("jax"), new_model.get("jax")
+        cause = ""
+        if jax_then and jax_now and jax_then != jax_now:
+            cause = (
+                f"; the store was written under JAX {jax_then} and this is JAX {jax_now}, "
+                "which may compute the same model differently"
+            )
+        raise StoreError(
+            f"cannot resume {self.path}: the model's log-density, transform or log-likelihood "
+            f"differs from the run that wrote it (its programs and its values at the store's "
+            f"probe points){cause}"
+        )
 
     def kept(self) -> dict[str, dict[str, Any]]:
         """``{group: {name: zarr.Array}}``: arrays index like NumPy and read lazily."""
@@ -414,13 +555,74 @@ def open_store(path: str | os.PathLike, *, partial: bool = True) -> Any:
     path = Path(path)
     if not _is_sluice_store(path):
         raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
-    sink = ZarrSink.open_existing(path)
+    sink = ZarrSink.open_existing(path, writable=False)
     total = sink.description()["config"]["draws"]
     done = sink.draws_done()
     if done < total and not partial:
         raise StoreError(f"{path} holds an unfinished run ({done}/{total} draws per chain)")
     with _quiet_zarr():
-        tree = xr.open_datatree(path, engine="zarr", consolidated=False, zarr_format=3)
+        tree = xr.open_datatree(path, engine="zarr", consolidated=False, zarr_format=3, mode="r")
     if done < total:
         tree = tree.isel(draw=slice(0, done), missing_dims="ignore")
     return import_arviz().InferenceData.from_datatree(tree)
+
+
+def _chain_chunk(layout: Layout) -> int:
+    """Chains per Zarr chunk: one (any layout writes disjoint chunks), or one process's
+    block of chain slots for runs of many chains."""
+    if layout.chains <= ONE_CHAIN_CHUNKS_UP_TO:
+        return 1
+    return min(layout.chains_per_process or layout.chains, layout.chains)
+
+
+def _versions() -> dict[str, str]:
+    import jax
+
+    return {"sluice": __version__, "jax": jax.__version__}
+
+
+def _record_crc(record: dict[str, Any]) -> int:
+    fields = {k: v for k, v in record.items() if k != "crc32"}
+    return zlib.crc32(json.dumps(fields, sort_keys=True).encode())
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_chunks(root: Path, array: Any, chains: tuple[int, int], draws: tuple[int, int]) -> None:
+    """Sync the Zarr chunk files of ``array[chains, draws]`` and the directories that
+    hold them (up to the array's own), so that they survive a power cut. A chunk
+    of fill values only has no file (Zarr does not write it): its directory is
+    synced all the same."""
+    encode = array.metadata.chunk_key_encoding.encode_chunk_key
+    c, d = array.chunks[0], array.chunks[1]
+    rest = (0,) * (len(array.shape) - 2)
+    base = root / array.path
+    directories = set()
+    for ci in range(chains[0] // c, -(-chains[1] // c)):
+        for di in range(draws[0] // d, -(-draws[1] // d)):
+            file = base / encode((ci, di, *rest))
+            if file.exists():
+                _fsync_file(file)
+            parent = file.parent
+            while not parent.exists():
+                parent = parent.parent
+            while parent != base.parent and parent not in directories:
+                directories.add(parent)
+                parent = parent.parent
+    for directory in sorted(directories, key=lambda p: -len(p.parts)):
+        fsync_directory(directory)
+
+
+def _sync_tree(root: Path) -> None:
+    """Sync every file and directory under ``root`` (and ``root`` in its parent)."""
+    for directory, _, files in os.walk(root, topdown=False):
+        for name in files:
+            _fsync_file(Path(directory) / name)
+        fsync_directory(Path(directory))
+    fsync_directory(root.parent)

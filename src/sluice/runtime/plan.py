@@ -11,6 +11,7 @@ cache of :mod:`sluice._jax.compile`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from sluice import stats as _stats
-from sluice.io.sinks import Layout, MemorySink
+from sluice.io.sinks import Layout, MemorySink, ResumableSink
 from sluice.mcmc.chain_method import choose_chain_method
 from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
 from sluice.model import FlatModel, Model, as_model
@@ -47,6 +48,7 @@ class Plan:
     keys: RunKeys
     statistics: dict[str, Statistic]  # every statistic of the run, defaults included
     check_init: bool
+    resumable: bool  # the sink checkpoints (describe() then identifies the model fully)
 
     @classmethod
     def build(
@@ -126,6 +128,7 @@ class Plan:
             RunKeys.from_seed(config.seed),
             statistics,
             check_init,
+            isinstance(sink, ResumableSink),
         )
 
     @property
@@ -134,10 +137,24 @@ class Plan:
         return DEFAULT_STATISTIC if self.config.default_stats else None
 
     def describe(self) -> dict[str, Any]:
-        """The settings and model identity a resumed run must share (JSON-able)."""
+        """The settings and model identity a resumed run must share (JSON-able).
+
+        The model's identity is its programs' fingerprint, its data's hash and,
+        for stores, the values of its functions at three fixed points
+        (``probes``), which identify it even when a JAX release prints the same
+        programs differently.
+        """
+        return self._description
+
+    @functools.cached_property
+    def _description(self) -> dict[str, Any]:
+        model: dict[str, Any] = {}
+        if self.resumable:
+            model = {"probes": self.flat.probe_values(), "jax": jax.__version__}
         return {
             "config": self.config.to_json(),
             "model": {
+                **model,
                 "name": self.model.name,
                 "dim": self.flat.dim,
                 "dtype": str(self.flat.dtype),

@@ -140,10 +140,13 @@ def sample(
         default_stats=default_stats,
     )
     plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
-    open_sink(plan, sink)
-    session = Session(plan, sink, progress)
-    session.start()
-    return session.run()
+    try:
+        open_sink(plan, sink)
+        session = Session(plan, sink, progress)
+        session.start()
+        return session.run()
+    finally:
+        sink.close()  # also on failure: a store's lock is released
 
 
 def resume(
@@ -197,11 +200,14 @@ def resume(
     plan = Plan.build(config, model, sink=sink, stats=stats, devices=devices, check_init=False)
     sink.check_compatible(plan.describe())
     checkpoint = sink.load_checkpoint()
-    session = Session(plan, sink, progress)
-    if checkpoint is None:  # stopped before its first chunk ended: start again, same settings
-        open_sink(plan, sink)
-        session.start()
-    else:
-        sink.attach(plan.layout)
-        session.restore(checkpoint)
-    return session.run()
+    try:
+        session = Session(plan, sink, progress)
+        if checkpoint is None:  # stopped before its first chunk ended: start again, same settings
+            open_sink(plan, sink)
+            session.start()
+        else:
+            sink.attach(plan.layout)
+            session.restore(checkpoint)
+        return session.run()
+    finally:
+        sink.close()  # also on failure: a store's lock is released

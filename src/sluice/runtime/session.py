@@ -27,7 +27,7 @@ import numpy as np
 
 from sluice._jax import compile as programs
 from sluice.io.checkpoint import Checkpoint
-from sluice.io.sinks import ResumableSink, Sink
+from sluice.io.sinks import MemorySink, ResumableSink, Sink
 from sluice.mcmc.kernel import KernelParams
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
@@ -320,7 +320,6 @@ class Session:
             pipelined(range(self.iteration, end, chunk), dispatch, finish)
         jax.block_until_ready(self.carry)
         self._timed("sampling_seconds", t0, c0)
-        self.sink.close()
         return self._finish()
 
     def _start_statistics(self) -> None:
@@ -347,6 +346,10 @@ class Session:
             info.inverse_mass_matrix = params.inverse_mass_matrix
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
         stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.stats)))
+        local_chains = t.local_chains
+        if t.multiprocess and isinstance(self.sink, MemorySink):
+            self._gather_kept_draws()
+            local_chains = slice(0, chains)
         if info.num_divergent and t.is_main:
             warnings.warn(
                 f"{info.num_divergent} divergent transitions after warmup "
@@ -360,9 +363,24 @@ class Session:
             info=info,
             statistics=p.statistics,
             stats_states=stats_states,
-            local_chains=t.local_chains,
+            local_chains=local_chains,
             summary_key=p.summary_key,
         )
+
+    def _gather_kept_draws(self) -> None:
+        """Every process's chains into every process's memory sink, so that every
+        process's ``run.draws`` and ``run.summary()`` cover all chains (byte-exact)."""
+        t, chains = self.topology, self.config.chains
+        real = t.local_chains
+        rows = t.slots_per_process
+
+        def pad(x: np.ndarray) -> np.ndarray:
+            out = np.zeros((rows, *x.shape[1:]), x.dtype)
+            out[: real.stop - real.start] = x
+            return out
+
+        local = jax.tree.map(pad, self.sink.kept())
+        self.sink.data = jax.tree.map(lambda x: x[:chains], t.allgather(local))
 
 
 def _trim(host: dict, n: int) -> dict:
