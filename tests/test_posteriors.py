@@ -85,7 +85,7 @@ def test_bayesian_linear_regression_with_known_noise():
         return -0.5 * jnp.sum((beta / tau) ** 2) - 0.5 * jnp.sum(((y - X @ beta) / sigma) ** 2)
 
     run = sluice.sample(log_density, init=jnp.zeros(k), seed=4, **SETTINGS)
-    check_moments(run.draws["x"], mean, np.sqrt(np.diag(cov)))
+    check_moments(run.draws["beta"], mean, np.sqrt(np.diag(cov)))
 
 
 @pytest.mark.parametrize("kernel", ["nuts", "hmc"])

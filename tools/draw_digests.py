@@ -174,9 +174,14 @@ def multi_process() -> None:
             raise SystemExit("multi-process run failed")
         parts = [np.load(Path(tmp) / f"p{i}.npz") for i in range(2)]
         groups: dict = {}
+        chains = SETTINGS["chains"]
         for key in parts[0].files:
             g, k = key.split("/")
-            groups.setdefault(g, {})[k] = np.concatenate([p[key] for p in parts])
+            if parts[0][key].shape[0] == chains:  # every process holds every chain
+                assert np.array_equal(parts[0][key], parts[1][key]), key
+                groups.setdefault(g, {})[k] = parts[0][key]
+            else:  # each process holds its own block
+                groups.setdefault(g, {})[k] = np.concatenate([p[key] for p in parts])
         print(f"processes sequential     chunk=12 2x2        {_digest(groups)}")
 
 

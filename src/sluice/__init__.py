@@ -27,6 +27,7 @@ __all__ = [
     "hmc",
     "nuts",
     "open",
+    "pymc",
     "resume",
     "sample",
     "stats",
@@ -44,4 +45,8 @@ def __getattr__(name: str):
         from sluice.interop.pymc import from_pymc
 
         return from_pymc
+    if name == "pymc":  # sluice.pymc.sample: pm.sample's drop-in
+        from sluice.interop import pymc
+
+        return pymc
     raise AttributeError(f"module 'sluice' has no attribute {name!r}")

@@ -33,6 +33,7 @@ from jax.flatten_util import ravel_pytree
 
 from sluice._jax.closure import closure_convert
 from sluice._jax.tree import PyTree, as_named, path_name
+from sluice.calling import CALLINGS, numbers_to_array, resolve_calling
 
 __all__ = ["FlatModel", "Model", "as_model"]
 
@@ -44,16 +45,22 @@ class Model:
     Parameters
     ----------
     log_density
-        ``log_density(theta) -> scalar``: unnormalised log density of one point
-        ``theta`` (a pytree of float arrays) in unconstrained space.
+        The unnormalised log density of one point in unconstrained space, written
+        in one of three ways (:mod:`sluice.calling`): of keyword arguments named
+        as ``init``'s keys (``def log_joint(beta)`` with ``init={"beta": ...}``),
+        of one array (``def log_joint(beta)`` with ``init=jnp.zeros(10)``: the
+        draws are named ``beta``), or of one pytree shaped like ``init``
+        (``def log_density(p): ... p["beta"]``).
     init
         Where chains start: a pytree of float arrays (one point, shared by all
-        chains), or a function ``init(rng_key) -> pytree`` called once per
-        chain with a key derived from the seed and the chain index.
+        chains; lists of numbers become arrays), or a function ``init(rng_key)
+        -> pytree`` called once per chain with a key derived from the seed and
+        the chain index.
     transform
         ``transform(theta) -> {name: array}``: the quantities recorded as draws
-        (constrained parameters and deterministics). Defaults to ``theta``
-        itself, named by its pytree paths (a bare array is named ``"x"``).
+        (constrained parameters and deterministics), called as ``log_density``
+        is. Defaults to ``theta`` itself, named by its pytree paths (a bare
+        array is named after ``log_density``'s parameter, else ``"x"``).
     log_likelihood
         ``log_likelihood(theta) -> {name: array}``: pointwise log-likelihood of
         each observed variable, for ArviZ's ``log_likelihood`` group (LOO, WAIC).
@@ -64,6 +71,9 @@ class Model:
         the recorded quantities.
     name
         A label used in progress bars and stores.
+    calling
+        ``"auto"`` (the rule above), or ``"pytree"``, ``"keywords"``, ``"array"``
+        to force one way of calling the model's functions.
 
     Examples
     --------
@@ -85,8 +95,11 @@ class Model:
     dims: Mapping[str, list[str]] | None = None
     coords: Mapping[str, Any] | None = None
     name: str = "model"
+    calling: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.calling not in CALLINGS:
+            raise ValueError(f"calling must be one of {CALLINGS}, got {self.calling!r}")
         if not callable(self.log_density):
             raise TypeError(
                 f"log_density must be a function of one parameter value, got {self.log_density!r}"
@@ -137,6 +150,7 @@ def as_model(model: Model | Callable[[PyTree], jax.Array], init: PyTree | None =
 
 
 def _check_init(point: PyTree) -> PyTree:
+    point = numbers_to_array(point)
     leaves = jax.tree_util.tree_flatten_with_path(point)[0]
     if not leaves:
         raise TypeError(f"init must be a pytree of float arrays, got an empty pytree: {point!r}")
@@ -193,13 +207,30 @@ class FlatModel:
     def from_model(cls, model: Model) -> FlatModel:
         point = model.example_point()
         flat, unravel = ravel_pytree(point)
-        transform = model.transform or (lambda p: p)
-        ld, ld_c, ld_fp = _hoist(lambda x: jnp.asarray(model.log_density(unravel(x))), flat)
+        calling = resolve_calling(model.log_density, point, model.calling)
+        default_name = calling.name or "x"
+
+        def traced(label: str, fn: Callable, wrap: Callable) -> tuple:
+            how = calling if fn is model.log_density else resolve_calling(fn, point, model.calling)
+            try:
+                return _hoist(lambda x: wrap(how(fn, unravel(x))), flat)
+            except Exception as error:
+                error.add_note(how.describe(label, point))
+                raise
+
+        ld, ld_c, ld_fp = traced("log_density", model.log_density, jnp.asarray)
         _check_scalar(ld, ld_c, flat)
-        dr, dr_c, dr_fp = _hoist(lambda x: as_named(transform)(unravel(x)), flat)
+        if model.transform is None:
+            dr, dr_c, dr_fp = _hoist(
+                lambda x: as_named(lambda p: p, default_name)(unravel(x)), flat
+            )
+        else:
+            dr, dr_c, dr_fp = traced(
+                "transform", model.transform, as_named(lambda v: v, default_name)
+            )
         if model.log_likelihood is not None:
-            ll, ll_c, ll_fp = _hoist(
-                lambda x: as_named(model.log_likelihood, "y")(unravel(x)), flat
+            ll, ll_c, ll_fp = traced(
+                "log_likelihood", model.log_likelihood, as_named(lambda v: v, "y")
             )
         else:
             ll, ll_c, ll_fp = None, (), ""
@@ -283,28 +314,63 @@ def _check_scalar(ld: Callable, consts: Any, flat: jax.Array) -> None:
         raise TypeError(f"log_density must return a float scalar, got dtype {out.dtype}")
 
 
-def check_initial_values(flat_model: FlatModel, values: Any, grads: Any) -> None:
-    """Raise if a starting log density (``(chains,)``) or gradient (``(chains, dim)``)
-    is not finite, naming the chain and the parameter leaf (the engine passes what
-    its init program computed, so the check compiles nothing of its own)."""
+def element_names(tree: PyTree, mask: Any, limit: int = 6) -> list[str]:
+    """Names like ``init['beta'][3]`` of the elements of ``tree`` where ``mask`` is true."""
+    out = []
+    for (path, leaf), (_, bad) in zip(
+        jax.tree_util.tree_flatten_with_path(tree)[0],
+        jax.tree_util.tree_flatten_with_path(mask)[0],
+        strict=True,
+    ):
+        base = "init" + "".join(
+            f"[{k.key!r}]" if isinstance(k, jax.tree_util.DictKey)
+            else f"[{k.idx}]" if isinstance(k, jax.tree_util.SequenceKey)
+            else f".{k.name}" if isinstance(k, jax.tree_util.GetAttrKey)
+            else f"[{k}]"
+            for k in path
+        )  # fmt: skip
+        leaf, bad = np.asarray(leaf), np.asarray(bad)
+        for index in np.argwhere(bad):
+            suffix = f"[{', '.join(str(int(i)) for i in index)}]" if leaf.ndim else ""
+            out.append(f"{base}{suffix} is {leaf[tuple(index)]}")
+            if len(out) == limit:
+                return [*out, "..."]
+    return out
+
+
+def check_initial_values(
+    flat_model: FlatModel, values: Any, grads: Any, positions: Any = None
+) -> None:
+    """Raise if a starting point, its log density (``(chains,)``) or its gradient
+    (``(chains, dim)``) is not finite, naming the chain and the elements (the engine
+    passes what its init program computed, so the check compiles nothing of its own)."""
     values, grads = np.asarray(values), np.asarray(grads)
     for chain in range(values.shape[0]):
         if not np.isfinite(values[chain]):
+            where = ""
+            if positions is not None:
+                point = flat_model.unravel(np.asarray(positions[chain]))
+                bad = jax.tree.map(lambda v: ~np.isfinite(np.asarray(v)), point)
+                named = element_names(point, bad)
+                if named:
+                    raise ValueError(
+                        f"the starting point of chain {chain} is not finite: " + ", ".join(named)
+                    )
+                where = f" at {_short(point)}"
             raise ValueError(
-                f"log_density(init) is not finite for chain {chain}: {values[chain]}. "
-                "Start the chains where the density is positive (check init and the "
-                "support of each parameter)."
+                f"log_density(init) is {values[chain]} for chain {chain}{where}. Start the "
+                "chains where the density is positive (check init and the support of each "
+                "parameter)."
             )
         if not np.all(np.isfinite(grads[chain])):
-            tree = flat_model.unravel(jnp.asarray(grads[chain]))
-            bad = {
-                path_name(path) or "init": np.asarray(leaf)
-                for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
-                if not np.all(np.isfinite(np.asarray(leaf)))
-            }
+            tree = flat_model.unravel(np.asarray(grads[chain]))
+            bad = jax.tree.map(lambda v: ~np.isfinite(np.asarray(v)), tree)
+            named = [n.replace("init", "the gradient at init", 1) for n in element_names(tree, bad)]
             raise ValueError(
-                f"the gradient of log_density at init is not finite for chain {chain}, in "
-                f"parameter(s) {sorted(bad)}: "
-                + ", ".join(f"{name}: {np.array2string(v, threshold=6)}" for name, v in bad.items())
-                + ". Move init away from the edge of the support."
+                f"the gradient of log_density at the starting point of chain {chain} is not "
+                f"finite: {', '.join(named)}. Move init away from the edge of the support."
             )
+
+
+def _short(point: PyTree) -> str:
+    return np.array2string(np.asarray(ravel_pytree(point)[0]), threshold=6, precision=4)

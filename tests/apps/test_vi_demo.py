@@ -126,5 +126,5 @@ def test_the_docs_example_runs():
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(path), "exec"), namespace)
-    assert namespace["draws"]["x"].shape == (2000, 10)
+    assert namespace["draws"]["beta"].shape == (2000, 10)
     assert np.corrcoef(namespace["fit"].params.loc, namespace["true_beta"])[0, 1] > 0.9

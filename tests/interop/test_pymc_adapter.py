@@ -242,3 +242,37 @@ def test_docstring_examples_run(monkeypatch):
 
     result = doctest.testmod(sluice.interop.pymc, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+# -- sluice.pymc.sample: pm.sample's drop-in -------------------------------------------------
+@pytest.mark.slow
+def test_pymc_sample_is_a_drop_in_for_pm_sample():
+    """Inside `with model:`, the same arguments as pm.sample; the InferenceData has
+    PyMC's names, dims, coords, observed data and NumPyro-backend sample stats, and the
+    log-likelihood when asked as PyMC asks; the posterior agrees with pm.sample's."""
+    theirs = pymc_idata("eight_schools")
+    with pymc_model("eight_schools"):
+        ours = sluice.pymc.sample(
+            DRAWS, tune=WARMUP, chains=CHAINS, target_accept=0.8, random_seed=5,
+            progressbar=False, idata_kwargs={"log_likelihood": True}, cores=2,
+        )  # fmt: skip
+    assert_same_posterior(ours.posterior, theirs.posterior)
+    assert_same_structure(ours, theirs, groups=("posterior", "log_likelihood", "observed_data"))
+    assert set(ours.sample_stats.data_vars) <= set(theirs.sample_stats.data_vars) | {"energy"}
+    assert {"diverging", "lp", "step_size", "tree_depth"} <= set(ours.sample_stats.data_vars)
+    assert ours.posterior.attrs["tuning_steps"] == WARMUP
+
+
+def test_pymc_sample_takes_the_model_argument_and_sluice_options(tmp_path):
+    model = pymc_model("hierarchical")
+    idata = sluice.pymc.sample(40, tune=60, chains=2, model=model, random_seed=np.random.default_rng(3),
+                               progressbar=False, chunk_size=20,
+                               sink=sluice.ZarrSink(tmp_path / "run.zarr"))  # fmt: skip
+    assert idata.posterior.sizes["draw"] == 40 and "log_likelihood" not in idata.groups()
+    assert sluice.open(tmp_path / "run.zarr").posterior.sizes["chain"] == 2
+    with pytest.raises(TypeError, match=r"does not take pm\.sample's nuts_sampler="):
+        sluice.pymc.sample(10, tune=10, model=model, nuts_sampler="numpyro")
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) \['warmup'\]"):
+        sluice.pymc.sample(10, tune=10, model=model, warmup=10)
+    with pytest.raises(TypeError, match="random_seed must be an int"):
+        sluice.pymc.sample(10, tune=10, model=model, random_seed="seven")

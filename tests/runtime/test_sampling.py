@@ -118,7 +118,7 @@ def test_one_compile_per_run_and_reuse_across_seeds_and_data():
     sluice.sample(make(jnp.array([1.0, 2.0])), seed=1, **streamed)
     fourth = sluice.sample(make(jnp.array([0.0, 2.0])), seed=4, **streamed)
     assert fourth.info.compile_seconds == 0
-    assert abs(second.draws["x"].mean() - first.draws["x"].mean()) > 1.0  # new data was used
+    assert abs(second.draws["b"].mean() - first.draws["b"].mean()) > 1.0  # new data was used
 
 
 def test_seed_changes_draws(reference):
@@ -161,7 +161,11 @@ def test_stats_only_run_keeps_no_draws():
         (dict(num_chunks=0), ValueError, r"num_chunks must be a positive integer, got 0"),
         (dict(chain_method="parallel"), ValueError, r"chain_method must be one of .* 'parallel'"),
         (dict(kernel="mala"), ValueError, r"kernel must be one of .* 'mala'"),
-        (dict(target_accept=1.5), ValueError, r"target_accept must be in \(0, 1\), got 1.5"),
+        (
+            dict(target_accept=1.5),
+            ValueError,
+            r"target_accept must be a number in \(0, 1\), got 1.5",
+        ),
         (dict(max_tree_depth=0), ValueError, r"max_tree_depth must be an int in \[1, 30\], got 0"),
         (
             dict(sink="disk"),
@@ -178,7 +182,7 @@ def test_bad_arguments_are_rejected_before_compiling(kwargs, error, match):
 
 
 def test_non_finite_log_density_at_init():
-    with pytest.raises(ValueError, match=r"log_density\(init\) is not finite for chain 0: -inf"):
+    with pytest.raises(ValueError, match=r"log_density\(init\) is -inf for chain 0"):
         sluice.sample(lambda x: jnp.sum(jnp.log(x)), init=jnp.zeros(2), progress=False)
 
 
@@ -187,7 +191,7 @@ def test_non_finite_gradient_names_the_parameter():
         return jnp.sum(jnp.sqrt(p["a"])) - 0.5 * jnp.sum(p["b"] ** 2)
 
     with pytest.raises(
-        ValueError, match=r"gradient of log_density at init is not finite .*\['a'\]"
+        ValueError, match=r"gradient of log_density .* not finite: the gradient at init\['a'\]\[0\]"
     ):
         sluice.sample(ld, init={"a": jnp.zeros(2), "b": jnp.zeros(3)}, progress=False)
 

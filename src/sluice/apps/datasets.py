@@ -63,6 +63,21 @@ def logistic_regression_data(
     return LogisticData(x, y, true_beta)
 
 
+def notebook_log_joint(data: LogisticData | None = None):
+    """The notebook's ``log_joint(beta)``, as the notebook writes it (for ONE ``beta``)."""
+    data = data if data is not None else logistic_regression_data()
+    features, y = jnp.asarray(data.x), jnp.asarray(data.y)
+
+    def log_joint(beta):
+        result = 0.0
+        # Note that no `axis` parameter is provided to `jnp.sum`.
+        result = result + jnp.sum(jsp.stats.norm.logpdf(beta, loc=0.0, scale=1.0))
+        result = result + jnp.sum(-jnp.log(1 + jnp.exp(-(2 * y - 1) * jnp.dot(features, beta))))
+        return result
+
+    return log_joint
+
+
 def logistic_regression_model(data: LogisticData | None = None, prior_scale: float = 1.0):
     """The notebook's log-joint as a :class:`sluice.Model` (``beta`` ~ N(0, prior_scale))."""
     from sluice.model import Model

@@ -28,13 +28,26 @@ def main(
     import matplotlib
 
     matplotlib.use("Agg")
+    import jax.numpy as jnp
     import matplotlib.pyplot as plt
 
     import sluice
-    from sluice.apps.datasets import logistic_regression_data, logistic_regression_model
+    from sluice.apps.datasets import logistic_regression_data, notebook_log_joint
 
     data = logistic_regression_data()
-    model = logistic_regression_model(data)
+    sign = 2 * jnp.asarray(data.y) - 1
+
+    def log_likelihood(beta):  # pointwise, for ArviZ's log_likelihood group
+        return {"y": -jnp.logaddexp(0.0, -sign * (jnp.asarray(data.x) @ beta))}
+
+    model = sluice.Model(
+        notebook_log_joint(data),  # the notebook's log_joint(beta), unchanged
+        init={"beta": jnp.zeros(data.x.shape[1])},
+        log_likelihood=log_likelihood,
+        observed_data={"y": data.y},
+        dims={"beta": ["feature"], "y": ["point"]},
+        name="logistic_regression",
+    )
     print(
         f"sluice demo: logistic regression, {data.x.shape[0]} points x {data.x.shape[1]} features "
         f"(JAX 'autobatching log-densities' notebook data), {chains} chains, {warmup} warmup + "

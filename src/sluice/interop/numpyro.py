@@ -268,6 +268,7 @@ def convert(
         dims=inferred_dims,
         coords=inferred_coords,
         name=label,
+        calling="pytree",
     )
 
 

@@ -27,8 +27,10 @@ model's own precision, as ``pm.sample(nuts_sampler="numpyro")`` does.
 Importing ``pymc.sampling.jax`` also rewrites ``XLA_FLAGS`` to ask for 100 CPU
 devices; sluice imports it with ``XLA_FLAGS`` kept as they were.
 
-This module imports PyMC only when :func:`from_pymc` is called, so that
-``import sluice`` works without it.
+:func:`sample` is a drop-in for ``pm.sample`` inside ``with model:``.
+
+This module imports PyMC only when :func:`from_pymc` or :func:`sample` is
+called, so that ``import sluice`` works without it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import numpy as np
 
 from sluice.model import Model
 
-__all__ = ["from_pymc"]
+__all__ = ["from_pymc", "sample"]
 
 _EXTRA_HINT = "install it with: pip install 'sluice[pymc]'"
 JITTER_MAX_RETRIES = 10  # as pm.sample's default
@@ -184,6 +186,7 @@ def from_pymc(
         dims={k: list(v) for k, v in dims.items()},
         coords={k: np.asarray(v) for k, v in coords.items()},
         name=label,
+        calling="pytree",
     )
 
 
@@ -243,3 +246,137 @@ def _check_precision(value_vars: Sequence[Any], label: str) -> None:
             "silently round it: call jax.config.update('jax_enable_x64', True) first, or "
             "build the model with pytensor.config.floatX = 'float32'"
         )
+
+
+# pm.sample arguments sluice accepts and what it does with them; any other is an error
+_PM_ACCEPTED_AND_IGNORED = ("cores", "compute_convergence_checks", "keep_warning_stat")
+
+
+def sample(
+    draws: int = 1000,
+    tune: int = 1000,
+    chains: int = 4,
+    target_accept: float = 0.8,
+    random_seed: Any = None,
+    model: Any = None,
+    *,
+    progressbar: bool = True,
+    idata_kwargs: dict[str, Any] | None = None,
+    init: str = "jitter+adapt_diag",
+    discard_tuned_samples: bool = True,
+    return_inferencedata: bool = True,
+    **options: Any,
+) -> Any:
+    """``pm.sample`` with sluice: NUTS in compiled chunks, returning ``arviz.InferenceData``.
+
+    Use it inside ``with model:`` (or pass ``model=``) as ``pm.sample``::
+
+        with pm.Model() as model:
+            ...
+            idata = sluice.pymc.sample(draws=1000, tune=1000, chains=4, random_seed=1)
+
+    The posterior has PyMC's variable names, dims and coords; ``sample_stats``
+    uses the names of ``pm.sample(nuts_sampler="numpyro")`` (``lp``,
+    ``acceptance_rate``, ``step_size``, ``tree_depth``, ``n_steps``,
+    ``diverging``, ``energy``); ``observed_data`` is PyMC's, and
+    ``log_likelihood`` is added when asked as PyMC asks
+    (``idata_kwargs={"log_likelihood": True}``).
+
+    Parameters
+    ----------
+    draws, tune, chains, target_accept
+        As ``pm.sample``: draws kept and tuning (warmup) iterations per chain,
+        chains, and NUTS's target acceptance.
+    random_seed
+        An integer, a ``numpy.random.Generator``, or ``None`` (a fresh seed).
+    model
+        The PyMC model; default the enclosing ``with`` block's.
+    progressbar
+        Show progress.
+    idata_kwargs
+        ``{"log_likelihood": True}`` records the pointwise log-likelihood.
+    init
+        ``"jitter+adapt_diag"`` (``pm.sample``'s default: jittered starting
+        points) or ``"adapt_diag"`` (the model's initial point); sluice's
+        warmup adapts a diagonal metric either way.
+    discard_tuned_samples, return_inferencedata
+        Must be ``True``: sluice keeps no tuning draws and returns
+        ``InferenceData``.
+    **options
+        sluice's options, passed to :func:`sluice.sample`: ``sink``,
+        ``chunk_size``, ``num_chunks``, ``stats``, ``default_stats``,
+        ``kernel``, ``chain_method``, ``devices``, ``max_tree_depth``,
+        ``dense_mass``. ``cores``, ``compute_convergence_checks`` and
+        ``keep_warning_stat`` are accepted and ignored (sluice places chains
+        on devices itself).
+
+    Returns
+    -------
+    arviz.InferenceData
+    """
+    import sluice
+
+    if not discard_tuned_samples:
+        raise ValueError(
+            "discard_tuned_samples=False is not supported: sluice keeps no tuning draws"
+        )
+    if not return_inferencedata:
+        raise ValueError(
+            "return_inferencedata=False is not supported: sluice returns InferenceData"
+        )
+    if init not in ("jitter+adapt_diag", "adapt_diag"):
+        raise ValueError(
+            f"init must be 'jitter+adapt_diag' or 'adapt_diag', got {init!r} (sluice adapts a "
+            "diagonal metric; for a dense one pass dense_mass=True)"
+        )
+    for name in _PM_ACCEPTED_AND_IGNORED:
+        options.pop(name, None)
+    for name in ("nuts_sampler", "step", "nuts", "callback", "trace", "blas_cores"):
+        if name in options:
+            raise TypeError(
+                f"sluice.pymc.sample does not take pm.sample's {name}=; sluice runs its own "
+                "NUTS (pass kernel=... for another sluice kernel)"
+            )
+    known = {"sink", "chunk_size", "num_chunks", "stats", "default_stats", "kernel",
+             "chain_method", "devices", "max_tree_depth", "dense_mass", "until"}  # fmt: skip
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(f"sluice.pymc.sample got unknown argument(s) {unknown}")
+    idata_kwargs = dict(idata_kwargs or {})
+    log_likelihood = bool(idata_kwargs.pop("log_likelihood", False))
+    if idata_kwargs:
+        raise TypeError(f"idata_kwargs {sorted(idata_kwargs)} are not supported by sluice")
+    pm, _ = _require_pymc()
+    model = pm.modelcontext(model)
+    adapted = from_pymc(model, log_likelihood=log_likelihood, jitter=init == "jitter+adapt_diag")
+    run = sluice.sample(
+        adapted,
+        chains=chains,
+        warmup=tune,
+        draws=draws,
+        target_accept=target_accept,
+        seed=_seed(random_seed),
+        progress=progressbar,
+        **options,
+    )
+    idata = run.to_arviz()
+    idata.posterior.attrs.update(
+        inference_library="sluice",
+        inference_library_version=sluice.__version__,
+        sampling_time=run.info.warmup_seconds + run.info.sampling_seconds,
+        tuning_steps=tune,
+    )
+    return idata
+
+
+def _seed(random_seed: Any) -> int:
+    """An int seed from ``pm.sample``'s ``random_seed`` (int, Generator or None)."""
+    if random_seed is None:
+        return int(np.random.default_rng().integers(2**31))
+    if isinstance(random_seed, np.random.Generator):
+        return int(random_seed.integers(2**31))
+    if isinstance(random_seed, int | np.integer) and not isinstance(random_seed, bool):
+        return int(random_seed)
+    raise TypeError(
+        f"random_seed must be an int, a numpy.random.Generator or None, got {random_seed!r}"
+    )

@@ -6,7 +6,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["constant_dataset", "dataset", "dim_names", "import_arviz", "to_inference_data"]
+__all__ = [
+    "constant_dataset",
+    "dataset",
+    "dim_names",
+    "groups",
+    "import_arviz",
+    "to_datatree",
+    "to_inference_data",
+]
 
 
 def dataset(values: dict[str, np.ndarray], dims: dict | None, coords: dict | None) -> Any:
@@ -33,11 +41,8 @@ def import_arviz() -> Any:
     return arviz
 
 
-def to_inference_data(run: Any) -> Any:
-    """Posterior, sample_stats and log_likelihood (and observed_data) of a run with draws."""
-
-    az = import_arviz()
-
+def groups(run: Any) -> dict[str, Any]:
+    """ArviZ's groups of a run with draws, as xarray Datasets."""
     model = run.model
     groups = {
         "posterior": dataset(run.draws, model.dims, model.coords),
@@ -47,7 +52,20 @@ def to_inference_data(run: Any) -> Any:
         groups["log_likelihood"] = dataset(run.log_likelihood, model.dims, model.coords)
     if model.observed_data:
         groups["observed_data"] = constant_dataset(model.observed_data, model.dims, model.coords)
-    return az.InferenceData(**groups)
+    return groups
+
+
+def to_inference_data(run: Any) -> Any:
+    """Posterior, sample_stats and log_likelihood (and observed_data) of a run with draws."""
+    return import_arviz().InferenceData(**groups(run))
+
+
+def to_datatree(run: Any) -> Any:
+    """The same groups as an ``xarray.DataTree``, in ArviZ 1.x's layout (one child node
+    per group: what ``arviz-base`` 1.x reads)."""
+    import xarray as xr
+
+    return xr.DataTree.from_dict(groups(run))
 
 
 def dim_names(name: str, ndim: int, dims: dict | None) -> tuple[str, ...]:

@@ -67,6 +67,7 @@ __all__ = [
     "StoreLockedError",
     "StoreWriteError",
     "ZarrSink",
+    "open_datatree",
     "open_store",
 ]
 
@@ -542,15 +543,11 @@ class ZarrSink:
         return self._arrays
 
 
-def open_store(path: str | os.PathLike, *, partial: bool = True) -> Any:
-    """Open a store as an ``arviz.InferenceData``, lazily (no draws are read yet).
-
-    An unfinished run's store is cut to the draws covered by its checkpoint
-    (``partial=False`` refuses it instead).
-    """
+def open_datatree(path: str | os.PathLike, *, partial: bool = True) -> Any:
+    """Open a store as an ``xarray.DataTree`` (ArviZ 1.x's layout: one child per group),
+    lazily and read-only. An unfinished run's store is cut to the draws covered by its
+    checkpoint (``partial=False`` refuses it instead)."""
     import xarray as xr
-
-    from sluice.io.arviz import import_arviz
 
     path = Path(path)
     if not _is_sluice_store(path):
@@ -564,7 +561,15 @@ def open_store(path: str | os.PathLike, *, partial: bool = True) -> Any:
         tree = xr.open_datatree(path, engine="zarr", consolidated=False, zarr_format=3, mode="r")
     if done < total:
         tree = tree.isel(draw=slice(0, done), missing_dims="ignore")
-    return import_arviz().InferenceData.from_datatree(tree)
+    return tree
+
+
+def open_store(path: str | os.PathLike, *, partial: bool = True) -> Any:
+    """Open a store as an ``arviz.InferenceData``, lazily and read-only (no draws are
+    read yet); see :func:`open_datatree`."""
+    from sluice.io.arviz import import_arviz
+
+    return import_arviz().InferenceData.from_datatree(open_datatree(path, partial=partial))
 
 
 def _chain_chunk(layout: Layout) -> int:

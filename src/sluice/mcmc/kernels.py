@@ -20,6 +20,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from sluice.mcmc import hamiltonian
 from sluice.mcmc.adaptation import WindowAdaptation, window_adaptation, window_schedule
@@ -44,10 +45,16 @@ class _HMCFamily:
     initial_step_size: float = 1.0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.target_accept < 1.0:
-            raise ValueError(f"target_accept must be in (0, 1), got {self.target_accept!r}")
-        if not self.initial_step_size > 0:
-            raise ValueError(f"initial_step_size must be positive, got {self.initial_step_size!r}")
+        if not _is_number(self.target_accept) or not 0.0 < self.target_accept < 1.0:
+            raise ValueError(
+                f"target_accept must be a number in (0, 1), got {self.target_accept!r}"
+            )
+        if not isinstance(self.dense_mass, bool | np.bool_):
+            raise TypeError(f"dense_mass must be True or False, got {self.dense_mass!r}")
+        for name in ("divergence_threshold", "initial_step_size"):
+            value = getattr(self, name)
+            if not _is_number(value) or not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
 
     def init(self, position: jax.Array, logdensity_fn: Callable) -> KernelState:
         logdensity, grad = jax.value_and_grad(logdensity_fn)(position)
@@ -206,6 +213,12 @@ class HMC(_HMCFamily):
             "energy": info["energy"],
         }
         return state, stats
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(
+        value, bool | np.bool_
+    )
 
 
 def nuts(**settings: Any) -> NUTS:

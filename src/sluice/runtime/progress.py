@@ -1,4 +1,12 @@
-"""Progress bars for the host loop (advanced once per chunk)."""
+"""Progress of the host loop, updated once per chunk, with what the chunk measured.
+
+On a terminal or in a notebook: a bar (tqdm) per phase, whose postfix shows
+the chunk, draws per second and the sampler's state (divergences so far, step
+size, gradients per draw, and the worst R-hat and lowest ESS when the
+statistics are finalized at chunk boundaries). Elsewhere (a log file, a
+batch job): one line per chunk on stderr with the same fields. Silent with
+``progress=False``, and on every process but process 0.
+"""
 
 from __future__ import annotations
 
@@ -6,49 +14,106 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["ChunkProgress"]
+__all__ = ["ChunkProgress", "format_fields"]
+
+
+def _interactive(stream: Any) -> bool:
+    """A terminal, or a Jupyter kernel's output stream."""
+    if getattr(stream, "isatty", lambda: False)():
+        return True
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def format_fields(fields: dict[str, Any]) -> str:
+    """``3 divergent, step 0.42, 7.1 grads/draw, max R-hat 1.003, min ESS 812``."""
+    parts = []
+    if fields.get("elbo") is not None:
+        parts.append(f"ELBO {fields['elbo']:.4g}")
+    if fields.get("divergent") is not None:
+        parts.append(f"{fields['divergent']:,} divergent")
+    if fields.get("step_size") is not None:
+        parts.append(f"step {fields['step_size']:.3g}")
+    if fields.get("grads_per_draw") is not None:
+        parts.append(f"{fields['grads_per_draw']:.1f} grads/draw")
+    if fields.get("max_r_hat") is not None:
+        parts.append(f"max R-hat {fields['max_r_hat']:.3f}")
+    if fields.get("min_ess") is not None:
+        parts.append(f"min ESS {fields['min_ess']:,.0f}")
+    return ", ".join(parts)
 
 
 class ChunkProgress:
-    """A bar over iterations per chain, advanced per chunk, showing chunk k/n and draws/s.
+    """Progress over iterations per chain, advanced per chunk.
 
-    Quiet when ``enabled`` is false or stderr is not a terminal (tqdm's rule).
+    Parameters
+    ----------
+    desc, total, chunk_size, chains
+        The phase's label, its iterations per chain, the chunk size and the
+        number of chains (draws per second count every chain).
+    enabled
+        Show anything at all.
+    initial
+        Iterations already done (a resumed run).
+    stream
+        Where to write (default stderr); a bar when it is a terminal or a
+        notebook, lines otherwise.
     """
 
     def __init__(
-        self, desc: str, total: int, chunk_size: int, chains: int, enabled: bool, initial: int = 0
+        self,
+        desc: str,
+        total: int,
+        chunk_size: int,
+        chains: int,
+        enabled: bool,
+        initial: int = 0,
+        stream: Any = None,
     ) -> None:
+        self.desc = desc
         self.total = total
         self.num_chunks = -(-total // chunk_size)
         self.chains = chains
         self.chunks_done = -(-initial // chunk_size)  # resumed runs start part-way
         self.initial = initial
+        self.done = initial
         self.start = time.perf_counter()
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled and total > 0
         self._bar: Any = None
-        if enabled and total > 0:
+        if self.enabled and _interactive(self.stream):
             from tqdm.auto import tqdm
 
             self._bar = tqdm(
                 total=total,
                 desc=desc,
                 unit="it",
-                file=sys.stderr,
-                disable=None,
+                file=self.stream,
+                initial=initial,
                 dynamic_ncols=True,
                 leave=True,
             )
 
-    def advance(self, n: int) -> None:
+    def advance(self, n: int, **fields: Any) -> None:
+        """``n`` more iterations per chain; ``fields`` for :func:`format_fields`."""
         self.chunks_done += 1
-        if self._bar is None:
+        self.done += n
+        if not self.enabled:
             return
         elapsed = max(time.perf_counter() - self.start, 1e-9)
-        done = self._bar.n + n - self.initial
-        self._bar.set_postfix_str(
-            f"chunk {self.chunks_done}/{self.num_chunks}, {done * self.chains / elapsed:,.0f} draws/s",
-            refresh=False,
-        )
-        self._bar.update(n)
+        rate = (self.done - self.initial) * self.chains / elapsed
+        head = f"chunk {self.chunks_done}/{self.num_chunks}, {rate:,.0f} draws/s"
+        extra = format_fields(fields)
+        text = f"{head}, {extra}" if extra else head
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)
+            self._bar.update(n)
+        else:
+            print(f"{self.desc}: {self.done}/{self.total} ({text})", file=self.stream, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -208,6 +208,18 @@ class Run:
 
         return to_inference_data(self)
 
+    def to_datatree(self) -> Any:
+        """The run's groups as an ``xarray.DataTree`` in ArviZ 1.x's layout (what
+        ``arviz-base`` reads): ``posterior``, ``sample_stats``, ``log_likelihood``,
+        ``observed_data``."""
+        if isinstance(self.sink, ResumableSink):
+            from sluice.io.store import open_datatree
+
+            return open_datatree(self.sink.path)
+        from sluice.io.arviz import to_datatree
+
+        return to_datatree(self)
+
     def summary(self, *, interval: str = "hdi", round_to: Any = None, source: str = "auto") -> Any:
         """A pandas DataFrame like ``arviz.summary``: mean, sd, interval, MCSE, ESS, R-hat.
 

@@ -122,6 +122,7 @@ def sample(
     >>> run.draws["x"].shape
     (2, 100, 2)
     """
+    _check_host_options(progress, devices)
     sink = resolve_sink(sink)
     config = RunConfig(
         chains=chains,
@@ -182,6 +183,7 @@ def resume(
     """
     from sluice.io.store import ZarrSink
 
+    _check_host_options(progress, devices)
     if model is None:
         raise TypeError(
             "resume() needs the run's model: sluice.resume(path, model). A store never "
@@ -211,3 +213,15 @@ def resume(
         return session.run()
     finally:
         sink.close()  # also on failure: a store's lock is released
+
+
+def _check_host_options(progress: Any, devices: Any) -> None:
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be True or False, got {progress!r}")
+    if devices is not None and (
+        not isinstance(devices, list | tuple) or not all(isinstance(d, jax.Device) for d in devices)
+    ):
+        raise TypeError(
+            f"devices must be a list of jax.Device (e.g. jax.devices()[:2]) or None, "
+            f"got {devices!r}"
+        )

@@ -191,6 +191,7 @@ class Session:
                 self.plan.flat,
                 self.topology.local(kernel.logdensity)[:n],
                 self.topology.local(kernel.logdensity_grad)[:n],
+                self.topology.local(kernel.position)[:n],
             )
         if beside is not None:  # the wait counts as compile time
             t1 = time.perf_counter()
@@ -267,6 +268,19 @@ class Session:
         self._precompile_statistics()
         return executable(*args)
 
+    def _fields(self, counters: Any, carry: Any, n: int) -> dict[str, Any]:
+        """What a progress update shows of a chunk: gradients per draw, the mean step
+        size (kernels with a step size), over this process's chains."""
+        fields: dict[str, Any] = {}
+        if counters is not None:
+            grads = np.asarray(self._local_real(counters.num_gradients), np.float64)
+            fields["grads_per_draw"] = float(grads.mean()) / max(n, 1)
+        if carry is not None:
+            params = self._local_real(carry.params)
+            if isinstance(params, KernelParams):
+                fields["step_size"] = float(np.mean(params.step_size))
+        return fields
+
     def _local_real(self, tree: Any) -> Any:
         """This process's real chains of a chain-sharded pytree, as NumPy."""
         real = self.topology.local_chains
@@ -290,7 +304,12 @@ class Session:
                     )
                     self.iteration = stop
                     self._save(self.carry, stop)
-                    bar.advance(stop - start)
+                    if bar.enabled:
+                        bar.advance(
+                            stop - start, **self._fields(counters, self.carry, stop - start)
+                        )
+                    else:
+                        bar.advance(stop - start)
             self._timed("warmup_seconds", t0, c0)
 
         if not self.stats_ready:
@@ -298,6 +317,9 @@ class Session:
         self._await_precompile()
 
         t0, c0 = time.perf_counter(), self.compiling
+        step = {}  # the step size is fixed while sampling
+        if self.progress:
+            step = {k: v for k, v in self._fields(None, self.carry, 1).items() if k == "step_size"}
         with ChunkProgress(
             "sampling", c.draws, chunk, c.chains, self.progress, initial=self.iteration - warmup
         ) as bar:
@@ -315,7 +337,11 @@ class Session:
                     self.sink.write(start - warmup, _trim(host, stop - start))
                 self.iteration = stop
                 self._save(carry, stop)
-                bar.advance(stop - start)
+                if bar.enabled:  # (the chunk's carry may be donated: params read before)
+                    fields = {**self._fields(counters, None, stop - start), **step}
+                    bar.advance(stop - start, divergent=self.info.num_divergent, **fields)
+                else:
+                    bar.advance(stop - start)
 
             pipelined(range(self.iteration, end, chunk), dispatch, finish)
         jax.block_until_ready(self.carry)

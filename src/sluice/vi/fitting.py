@@ -380,19 +380,6 @@ def _dataset(values: dict[str, np.ndarray], dims: Any, coords: Any) -> Any:
 # -- the host loop -----------------------------------------------------------------------------
 
 
-class _FitProgress(ChunkProgress):
-    """A bar over steps, advanced per chunk, showing chunk k/n and the chunk's mean ELBO."""
-
-    def advance(self, n: int, elbo: float = float("nan")) -> None:  # type: ignore[override]
-        self.chunks_done += 1
-        if self._bar is None:
-            return
-        self._bar.set_postfix_str(
-            f"chunk {self.chunks_done}/{self.num_chunks}, ELBO {elbo:.4g}", refresh=False
-        )
-        self._bar.update(n)
-
-
 def fit(
     model: Model | Callable,
     *,
@@ -519,7 +506,7 @@ def fit(
     )
     trace = np.full(steps, np.nan, dtype=np.dtype(loc.dtype))
     t0 = time.perf_counter()
-    with _FitProgress("vi", steps, chunk, particles, progress) as bar:
+    with ChunkProgress("vi", steps, chunk, 1, progress) as bar:
 
         def dispatch(start: int) -> tuple[FitState, jax.Array]:
             nonlocal state
@@ -533,7 +520,7 @@ def fit(
             trace[start : start + n] = p_elbo[:n]
             if failed >= 0:
                 raise _fit_error(model, family, p_state, trace, int(failed))
-            bar.advance(n, float(np.mean(trace[start : start + n])))
+            bar.advance(n, elbo=float(np.mean(trace[start : start + n])))
 
         pipelined(range(0, steps, chunk), dispatch, finish)
     info.seconds = time.perf_counter() - t0
