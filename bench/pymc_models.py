@@ -1,0 +1,224 @@
+"""PyMC models sampled three ways: sluice, ``pm.sample(nuts_sampler="numpyro")``, nutpie.
+
+Each measurement is a fresh process that builds the PyMC model and samples it
+to an ``arviz.InferenceData`` (4 chains, 1,000 tuning + 1,000 draws, each
+library's defaults otherwise): *wall* is the time from the model's
+construction to the InferenceData in hand (imports excluded), *sampling* the
+sampling time the library reports (``posterior.attrs["sampling_time"]`` for
+PyMC's JAX path and sluice; the ``nutpie.sample`` call for nutpie, whose
+compile is timed apart). *min ESS* is ArviZ's bulk ESS, the smallest over
+every scalar of the posterior's free variables.
+
+Models:
+
+* ``logistic``: logistic regression, 2,000 rows x 200 covariates (synthetic);
+* ``radon``: varying intercepts, 85 groups, 919 rows, a floor slope
+  (radon-like synthetic data);
+* ``stochastic_volatility``: a Gaussian random walk of log-volatility under
+  Student-t returns, 500 days (synthetic);
+* ``eight_schools``: the non-centred eight schools;
+* ``gp``: a marginal Gaussian process (ExpQuad kernel), 100 points.
+
+Commands::
+
+    python bench/pymc_models.py                      # every model, every sampler
+    python bench/pymc_models.py --models radon --samplers sluice,numpyro --reps 2
+    python bench/pymc_models.py --json results.json  # also the raw records
+    python bench/pymc_models.py --one radon sluice   # one measurement (a child process)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import emit_result, machine_info, markdown_table, median, run_isolated
+
+MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
+SAMPLERS = ("sluice", "numpyro", "nutpie")
+CHAINS, TUNE, DRAWS = 4, 1000, 1000
+
+
+# -- the models (fixed synthetic data) -----------------------------------------------------
+def build(name: str) -> tuple[Any, list[str]]:
+    """The PyMC model and the names of its free variables."""
+    import numpy as np
+    import pymc as pm
+
+    rng = np.random.default_rng(20261201)
+    if name == "logistic":
+        n, k = 2000, 200
+        x = rng.normal(size=(n, k))
+        beta = rng.normal(scale=0.3, size=k)
+        y = rng.random(n) < 1 / (1 + np.exp(-(x @ beta - 0.5)))
+        with pm.Model() as model:
+            a = pm.Normal("alpha", 0.0, 2.0)
+            b = pm.Normal("beta", 0.0, 1.0, shape=k)
+            pm.Bernoulli("y", logit_p=a + x @ b, observed=y.astype(int))
+        return model, ["alpha", "beta"]
+    if name == "radon":
+        groups, n = 85, 919
+        county = np.concatenate([np.arange(groups), rng.integers(0, groups, n - groups)])
+        floor = rng.integers(0, 2, n)
+        a_true = rng.normal(1.5, 0.3, groups)
+        y = a_true[county] - 0.7 * floor + rng.normal(0, 0.7, n)
+        with pm.Model(coords={"county": np.arange(groups)}) as model:
+            mu = pm.Normal("mu_a", 0.0, 10.0)
+            sigma_a = pm.HalfNormal("sigma_a", 1.0)
+            a = pm.Normal("a", mu, sigma_a, dims="county")
+            b = pm.Normal("b", 0.0, 1.0)
+            sigma = pm.HalfNormal("sigma", 1.0)
+            pm.Normal("y", a[county] + b * floor, sigma, observed=y)
+        return model, ["mu_a", "sigma_a", "a", "b", "sigma"]
+    if name == "stochastic_volatility":
+        days = 500
+        log_vol = np.cumsum(rng.normal(0, 0.1, days))
+        returns = rng.standard_t(10, days) * np.exp(log_vol) * 0.01
+        with pm.Model(coords={"time": np.arange(days)}) as model:
+            step = pm.Exponential("step_size", 10.0)
+            volatility = pm.GaussianRandomWalk(
+                "volatility", sigma=step, dims="time", init_dist=pm.Normal.dist(0, 100)
+            )
+            nu = pm.Exponential("nu", 0.1)
+            pm.StudentT("returns", nu=nu, lam=np.exp(-2 * volatility), observed=returns)
+        return model, ["step_size", "volatility", "nu"]
+    if name == "eight_schools":
+        y = np.array([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0])
+        sigma = np.array([15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0])
+        with pm.Model(coords={"school": np.arange(8)}) as model:
+            mu = pm.Normal("mu", 0.0, 5.0)
+            tau = pm.HalfCauchy("tau", 5.0)
+            z = pm.Normal("z", 0.0, 1.0, dims="school")
+            theta = pm.Deterministic("theta", mu + tau * z, dims="school")
+            pm.Normal("y", theta, sigma, observed=y, dims="school")
+        return model, ["mu", "tau", "z"]
+    if name == "gp":
+        n = 100
+        x = np.sort(rng.uniform(0, 10, n))[:, None]
+        f = np.sin(x[:, 0]) + 0.3 * np.cos(3 * x[:, 0])
+        y = f + rng.normal(0, 0.2, n)
+        with pm.Model() as model:
+            ell = pm.Gamma("ell", 2.0, 1.0)
+            eta = pm.HalfNormal("eta", 2.0)
+            sigma = pm.HalfNormal("sigma", 1.0)
+            cov = eta**2 * pm.gp.cov.ExpQuad(1, ell)
+            gp = pm.gp.Marginal(cov_func=cov)
+            gp.marginal_likelihood("y", X=x, y=y, sigma=sigma)
+        return model, ["ell", "eta", "sigma"]
+    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+
+
+# -- one measurement (a child process) --------------------------------------------------------
+def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
+    import arviz as az
+    import pymc as pm
+
+    t0 = time.perf_counter()
+    model, free = build(model_name)
+    compile_s = None
+    if sampler == "sluice":
+        import sluice
+
+        with model:
+            idata = sluice.pymc.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,
+                                       progressbar=False)  # fmt: skip
+        sampling = float(idata.posterior.attrs["sampling_time"])
+    elif sampler == "numpyro":
+        with model:
+            idata = pm.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,
+                              nuts_sampler="numpyro", progressbar=False,
+                              compute_convergence_checks=False)  # fmt: skip
+        sampling = float(idata.posterior.attrs["sampling_time"])
+    elif sampler == "nutpie":
+        import nutpie
+
+        t1 = time.perf_counter()
+        compiled = nutpie.compile_pymc_model(model)
+        compile_s = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        idata = nutpie.sample(compiled, draws=DRAWS, tune=TUNE, chains=CHAINS, seed=seed,
+                              progress_bar=False)  # fmt: skip
+        sampling = time.perf_counter() - t2
+    else:
+        raise ValueError(f"unknown sampler {sampler!r}; choose from {SAMPLERS}")
+    wall = time.perf_counter() - t0
+    ess = az.ess(idata.posterior[free], method="bulk")
+    min_ess = float(min(float(ess[v].min()) for v in free))
+    return {
+        "model": model_name,
+        "sampler": sampler,
+        "seed": seed,
+        "wall_s": wall,
+        "sampling_s": sampling,
+        "compile_s": compile_s,
+        "min_ess_bulk": min_ess,
+        "ess_per_s_wall": min_ess / wall,
+        "ess_per_s_sampling": min_ess / sampling,
+        "divergent": int(idata.sample_stats["diverging"].sum()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--samplers", default=",".join(SAMPLERS))
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--json", default=None, help="write every record here")
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "SAMPLER"), default=None)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.one:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        emit_result(one(*args.one, args.seed))
+        return 0
+
+    records = []
+    for rep in range(args.reps):
+        for model in args.models.split(","):
+            for sampler in args.samplers.split(","):  # rotated order is not needed: fresh processes
+                record = run_isolated(
+                    __file__, ["--one", model, sampler, "--seed", str(rep + 1)], timeout=3600
+                )
+                records.append(record)
+                print(json.dumps(record), file=sys.stderr, flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": machine_info(), "records": records}))
+    rows = []
+    for model in args.models.split(","):
+        group = {s: [r for r in records if r["model"] == model and r["sampler"] == s]
+                 for s in args.samplers.split(",")}  # fmt: skip
+        best = max(
+            (median([r["ess_per_s_wall"] for r in rs]) or 0.0)
+            for s, rs in group.items()
+            if s != "sluice"
+        ) if len(group) > 1 else None  # fmt: skip
+        for sampler, rs in group.items():
+            wall_rate = median([r["ess_per_s_wall"] for r in rs])
+            rows.append({
+                "model": model, "sampler": sampler, "runs": len(rs),
+                "wall_s": median([r["wall_s"] for r in rs]),
+                "sampling_s": median([r["sampling_s"] for r in rs]),
+                "min_ess_bulk": median([r["min_ess_bulk"] for r in rs]),
+                "ess_per_s_wall": wall_rate,
+                "ess_per_s_sampling": median([r["ess_per_s_sampling"] for r in rs]),
+                "ratio": (wall_rate / best) if best and wall_rate is not None else None,
+                "divergent": median([r["divergent"] for r in rs]),
+            })  # fmt: skip
+    print(markdown_table(rows, [
+        ("model", "model", ""), ("sampler", "sampler", ""), ("runs", "runs", "d"),
+        ("wall_s", "wall s", ".1f"), ("sampling_s", "sampling s", ".1f"),
+        ("min_ess_bulk", "min ESS bulk", ".0f"), ("ess_per_s_wall", "ESS/s wall", ".1f"),
+        ("ess_per_s_sampling", "ESS/s sampling", ".1f"),
+        ("ratio", "ESS/s wall / best other", ".2f"), ("divergent", "divergent", ".0f"),
+    ], left=("sampler",)))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
