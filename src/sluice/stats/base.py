@@ -14,6 +14,19 @@ and finalizes it to values. The engine calls, for each chain:
   groups of chains); associative, with ``init(example)`` as its identity;
 * ``finalize(state) -> pytree`` to read values, at any time (cheap).
 
+Two optional fields make a statistic cheaper or better informed:
+
+* ``update_block(state, draws, count) -> state``: the same as ``update`` on
+  ``draws[0]``, ..., ``draws[count - 1]`` in order (``draws`` has a leading
+  axis of fixed length; rows from ``count`` on are to be ignored). The engine
+  then buffers a chunk's draws and calls it once per chunk, where vectorised
+  work over many draws costs less than per-draw work inside the sampler;
+* ``pilot``: a number ``P`` of final warmup draws per chain. ``init`` then
+  receives, instead of one example, the last ``P`` warmup draws of every chain
+  of the run pooled along a leading axis (chain-major, the same on every
+  chain, device and host), for references shared by all chains (grids,
+  thresholds) that reflect the posterior rather than one draw of it.
+
 Settings live in the closure (a change of setting never hides in the state);
 state is a NamedTuple or dict of arrays with fixed shapes.
 
@@ -29,9 +42,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
+import jax
+
 PyTree = Any
 
-__all__ = ["Statistic"]
+__all__ = ["Statistic", "block_update"]
 
 
 class Statistic(NamedTuple):
@@ -42,10 +57,27 @@ class Statistic(NamedTuple):
     merge: Callable[[Any, Any], Any]
     finalize: Callable[[Any], PyTree]
     key: Hashable | None = None  # a description of the settings (see the module docstring)
+    pilot: int = 0  # final warmup draws per chain that init receives, pooled (0: one example)
+    update_block: Callable[[Any, PyTree, Any], Any] | None = None  # (state, draws, count)
 
     @property
     def cache_key(self) -> Hashable:
         """What identifies this statistic's programs: ``key``, else its four functions."""
         if self.key is not None:
             return self.key
-        return ("functions", self.init, self.update, self.merge, self.finalize)
+        return ("functions", self.init, self.update, self.merge, self.finalize, self.pilot,
+                self.update_block)  # fmt: skip
+
+
+def block_update(statistic: Statistic) -> Callable[[Any, PyTree, Any], Any]:
+    """``statistic.update_block``, or its ``update`` applied to rows ``0 .. count - 1``."""
+    if statistic.update_block is not None:
+        return statistic.update_block
+
+    def scan(state: Any, draws: PyTree, count: Any) -> Any:
+        def body(i: Any, s: Any) -> Any:
+            return statistic.update(s, jax.tree.map(lambda x: x[i], draws))
+
+        return jax.lax.fori_loop(0, count, body, state)
+
+    return scan

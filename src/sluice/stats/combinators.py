@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from sluice._jax.tree import path_name
-from sluice.stats.base import Statistic
+from sluice.stats.base import Statistic, block_update
 
 PyTree = Any
 
@@ -52,11 +52,22 @@ def group(statistics: Mapping[str, Statistic]) -> Statistic:
         raise TypeError(f"statistics must be a mapping of name -> Statistic, got {statistics!r}")
     items = dict(statistics)
 
+    pilot = max((s.pilot for s in items.values()), default=0)
+    blocked = any(s.update_block is not None for s in items.values())
+
     def init(example: PyTree) -> dict[str, Any]:
-        return {name: s.init(example) for name, s in items.items()}
+        if not pilot:
+            return {name: s.init(example) for name, s in items.items()}
+        # pooled pilot draws: statistics without a pilot get one example, the last
+        # warmup draw of chain 0 (row pilot - 1), as when no statistic asks for one
+        one = jax.tree.map(lambda x: x[pilot - 1], example)
+        return {name: s.init(example if s.pilot else one) for name, s in items.items()}
 
     def update(state: dict[str, Any], draw: PyTree) -> dict[str, Any]:
         return {name: s.update(state[name], draw) for name, s in items.items()}
+
+    def update_block(state: dict[str, Any], draws: PyTree, count: Any) -> dict[str, Any]:
+        return {name: block_update(s)(state[name], draws, count) for name, s in items.items()}
 
     def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         return {name: s.merge(a[name], b[name]) for name, s in items.items()}
@@ -65,7 +76,7 @@ def group(statistics: Mapping[str, Statistic]) -> Statistic:
         return {name: s.finalize(state[name]) for name, s in items.items()}
 
     key = ("group", tuple((name, s.cache_key) for name, s in items.items()))
-    return Statistic(init, update, merge, finalize, key)
+    return Statistic(init, update, merge, finalize, key, pilot, update_block if blocked else None)
 
 
 def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic:
@@ -106,12 +117,20 @@ def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic
 
 def _transform(fn: Callable[[PyTree], PyTree], statistic: Statistic, key: Any) -> Statistic:
     def init(example: PyTree) -> Any:
-        return statistic.init(fn(example))
+        return statistic.init(jax.vmap(fn)(example) if statistic.pilot else fn(example))
 
     def update(state: Any, draw: PyTree) -> Any:
         return statistic.update(state, fn(draw))
 
-    return Statistic(init, update, statistic.merge, statistic.finalize, key)
+    update_block = None
+    if statistic.update_block is not None:
+
+        def update_block(state: Any, draws: PyTree, count: Any) -> Any:
+            return statistic.update_block(state, jax.vmap(fn)(draws), count)
+
+    return Statistic(
+        init, update, statistic.merge, statistic.finalize, key, statistic.pilot, update_block
+    )
 
 
 def restrict(

@@ -1,0 +1,562 @@
+"""The default summary statistics: every element, small, open-ended (:func:`summary`).
+
+One statistic keeps, per chain and per scalar element of a draw, what
+``az.summary`` needs in about 1.5 KB (float32), so that it covers every
+element of a model with millions of them; and it finalizes exactly at any
+chunk boundary without knowing how many draws the run will end with (a run
+may stop when it has converged).
+
+Reference (from the pilot). The statistic asks for the last ``pilot`` warmup
+draws of every chain, pooled: they fix, identically on every chain, device and
+host, per element, the reference quantiles at nine levels (:data:`LEVELS`).
+They define
+
+* ``y = x - c`` with ``c`` the pooled median (the shift of every sum);
+* the bulk proxy ``z``: piecewise-linear normal scores through the reference
+  quantiles, extended linearly beyond them (a stand-in for ArviZ's rank
+  normalisation, which needs every draw);
+* the folded proxy ``|z|`` (its square is ``z^2``): folded R-hat;
+* the tail indicators ``x <= q(0.05)`` and ``x > q(0.95)``;
+* the histogram's grid: ``buckets`` buckets of equal width in ``z``.
+
+State of one open chain (``D`` elements):
+
+* moments of ``y`` (compensated sums of ``y`` and ``y^2``; ``y^3``, ``y^4``)
+  and extremes; the histogram (quantiles, HDI);
+* split geometry: per *chunk* ``j`` of ``chunk_size`` draws, the sums of
+  ``y, y^2, z, z^2, |z|`` and the two indicators over its first half
+  (``A``), its middle draw (odd chunk sizes) and its second half (``B``).
+  ArviZ splits ``N = k chunk_size`` draws at ``N // 2``: a chunk boundary or
+  the end of an ``A`` part. Chunks that every later split puts in the first
+  half are folded into a prefix, so ``K // 2 + 1`` chunk summaries suffice
+  for ``K`` chunks. A run whose last chunk is short keeps the sums over its
+  final halves too;
+* lag products ``sum_t f_t f_(t-k)``, ``k = 1..lags``, of ``y, y^2, z`` and
+  the indicators, and the same over their means in blocks of ``block``
+  draws (``block_lags`` lags): the autocovariances for Geyer's ESS;
+* the last ``lags`` draws (for lag products across updates).
+
+Closing a chain (``merge``) turns its sums into between-chain summaries kept
+in the same arrays (:mod:`sluice.stats.streaming_readout`), so a merged state
+is no larger than an open one.
+
+``update_block`` (the engine's path) processes a chunk's draws at once, in
+windows of :data:`WINDOW` rows; ``update`` processes one draw.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics as _statistics
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sluice.stats._layout import flatten, num_elements, own_copy, working_dtype
+from sluice.stats._numerics import Compensated, compensated_add, compensated_zeros, row_add
+from sluice.stats.base import Statistic
+
+PyTree = Any
+
+__all__ = ["LEVELS", "StreamSettings", "StreamState", "summary"]
+
+LEVELS = (0.02, 0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95, 0.98)  # reference quantile levels
+SCORES = tuple(_statistics.NormalDist().inv_cdf(p) for p in LEVELS)
+LO, MID, HI = 1, 4, 7  # indices of 0.05, 0.5, 0.95
+WINDOW = 16  # rows processed at once
+SPAN = 4.5  # the histogram covers [-SPAN, SPAN] in compressed bulk-proxy units (outer open):
+CORE, TAIL = 3.0, 8.0  # z itself within [-CORE, CORE], TAIL times compressed beyond (z to 15)
+# split features, and the lag features (a subset)
+Y, Q, Z, Z2, ZF, TLO, THI = range(7)
+SEG = 7
+LAG_FEATURES = (Y, Z, TLO, THI)
+LAG = len(LAG_FEATURES)
+
+
+class StreamSettings(NamedTuple):
+    """Static settings (see :func:`summary`)."""
+
+    num_draws: int  # the most draws per chain (the final split)
+    chunk_size: int  # the split geometry's unit (the engine's chunk size)
+    lags: int = 16
+    block: int = 32
+    block_lags: int = 5
+    buckets: int = 144
+    pilot: int = 128
+    probs: tuple[float, ...] = ()
+    hdi_prob: float | None = None
+
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.num_draws // self.chunk_size)
+
+    @property
+    def ring(self) -> int:
+        """Chunk summaries kept apart: those a later split may put in the second half
+        (at least 2, which also holds a closed chain's between-chain summaries)."""
+        return max(self.num_chunks // 2 + 1, 2)
+
+    @property
+    def parts(self) -> int:
+        return 3 if self.chunk_size % 2 else 2
+
+    @property
+    def final_split(self) -> bool:
+        """The last chunk is short: the final halves are kept apart."""
+        return self.num_draws % self.chunk_size != 0
+
+
+class StreamState(NamedTuple):
+    """One chain's sums (open) or several chains' summaries (closed, after ``merge``).
+
+    Arrays marked *reused* hold the between-chain summaries once closed
+    (see :mod:`sluice.stats.streaming_readout`).
+    """
+
+    pilot: PyTree  # the example structure (a draw of zeros) and dtype
+    knots: jax.Array  # (9, D) reference quantiles of x
+    count: jax.Array  # () int32: draws of the open chain (0 once closed)
+    consistent: jax.Array  # () bool: False once an update came out of order
+    tail: jax.Array  # (lags, D): the last draws, most recent first
+    sum1: Compensated  # (D,) sum of y
+    sum2: Compensated  # (D,) sum of y^2
+    sum34: jax.Array  # (2, D) sums of y^3, y^4
+    xmin: jax.Array  # (D,)
+    xmax: jax.Array  # (D,)
+    hist: jax.Array  # (D * buckets,) int32, element-major (flat: updated in place)
+    lag: jax.Array  # (LAG, lags, D): sum_t f_t f_(t-k); reused: autocovariances
+    partial: jax.Array  # (LAG, D): the current block's sums; reused: lag-0 autocovariance
+    bring: jax.Array  # (LAG, block_lags, D): the last block means, most recent first; reused
+    blag: jax.Array  # (LAG, block_lags + 1, D): sum_i b_i b_(i-k), k = 0..; reused
+    nblocks: jax.Array  # () int32
+    seg: jax.Array  # (ring, parts, SEG, D): per chunk, sums over its parts; reused
+    prefix: jax.Array  # (SEG, D): the chunks folded into the first half
+    folded: jax.Array  # () int32: chunks folded into the prefix
+    final: jax.Array  # (2, SEG, D): sums over draws < N//2 and >= N - N//2 (short last chunk)
+    closed: jax.Array  # (7,) int32: chains, draws, split, nmin, nmax, nbmin, bchains
+
+
+# -- the reference ---------------------------------------------------------------------------
+def reference(rows: jax.Array) -> jax.Array:
+    """``(9, D)`` the reference quantiles of pooled pilot rows ``(n, D)``."""
+    return jnp.quantile(rows, jnp.asarray(LEVELS, rows.dtype), axis=0)
+
+
+class Hinges(NamedTuple):
+    """``z(v) = base + slope * v + sum_k delta_k * max(v - k_k, 0)`` (per element)."""
+
+    base: jax.Array  # (D,)
+    slope: jax.Array  # (D,)
+    at: jax.Array  # (J, D) the interior knots
+    delta: jax.Array  # (J, D) slope changes there
+
+
+def hinges(knots: jax.Array) -> Hinges:
+    """The piecewise-linear normal scores through ``knots`` ``(9, D)``, extended
+    linearly beyond the outer knots, as hinges (three operations per knot)."""
+    width = knots[1:] - knots[:-1]  # (8, D)
+    rise = jnp.asarray(np.diff(SCORES), knots.dtype)[:, None]
+    tiny = jnp.finfo(knots.dtype).tiny
+    # a zero-width segment (tied knots) has no extent: its slope does not matter
+    slopes = jnp.where(width > tiny, rise / jnp.maximum(width, tiny), 0.0)
+    first = slopes[0]
+    base = SCORES[0] - first * knots[0]
+    return Hinges(base, first, knots[1:-1], slopes[1:] - slopes[:-1])
+
+
+def proxy(v: jax.Array, h: Hinges) -> jax.Array:
+    """The proxy of ``v`` (``(..., D)``) through hinges ``h``."""
+    z = h.base + h.slope * v
+    for k in range(h.at.shape[0]):
+        z = z + h.delta[k] * jnp.maximum(v - h.at[k], 0.0)
+    return z
+
+
+def inverse(z: jax.Array, h: Hinges) -> jax.Array:
+    """``x`` with ``proxy(x, h) = z`` (``z`` ``(D, M)``): the inverse of the
+    piecewise-linear proxy (a flat segment maps to its start)."""
+    tiny = jnp.finfo(z.dtype).tiny
+    at = h.at.T  # (D, J)
+    slopes = jnp.concatenate([h.slope[:, None], h.slope[:, None] + jnp.cumsum(h.delta.T, 1)], 1)
+    z_at = proxy(h.at, h).T  # (D, J): the proxy at each interior knot
+    seg = jax.vmap(lambda za, zz: jnp.searchsorted(za, zz, side="right"))(z_at, z)  # (D, M)
+    x0 = jnp.concatenate([jnp.zeros_like(at[:, :1]), at], axis=1)  # segment starts
+    z0 = jnp.concatenate([jnp.zeros_like(z_at[:, :1]), z_at], axis=1)
+    s = jnp.take_along_axis(slopes, seg, axis=1)
+    xs = jnp.take_along_axis(x0, seg, axis=1)
+    zs = jnp.take_along_axis(z0, seg, axis=1)
+    first = (z - h.base[:, None]) / jnp.where(h.slope > tiny, h.slope, 1.0)[:, None]
+    inner = jnp.where(s > tiny, xs + (z - zs) / jnp.where(s > tiny, s, 1.0), xs)
+    return jnp.where(seg == 0, first, inner)
+
+
+def _compress(z: jax.Array) -> jax.Array:
+    """``z`` within ``[-CORE, CORE]``, ``TAIL`` times compressed beyond: the grid reaches
+    far past the reference (a pilot narrower than the posterior) at little cost."""
+    core = jnp.clip(z, -CORE, CORE)
+    return core + (z - core) * (1.0 / TAIL)
+
+
+def bucket(z: jax.Array, settings: StreamSettings) -> jax.Array:
+    """The histogram bucket of bulk proxy values ``z``: ``buckets`` equal widths in
+    compressed units over ``[-SPAN, SPAN]`` (the outer two open)."""
+    g = settings.buckets
+    b = jnp.floor((_compress(z) + SPAN) * (g / (2.0 * SPAN)))
+    return jnp.clip(b, 0, g - 1).astype(jnp.int32)
+
+
+def bucket_edges(knots: jax.Array, settings: StreamSettings) -> jax.Array:
+    """``(D, buckets + 1)`` edges of the buckets in ``x`` units (the outer edges are
+    open: the readout uses the extremes there)."""
+    w = jnp.linspace(-SPAN, SPAN, settings.buckets + 1, dtype=knots.dtype)
+    core = jnp.clip(w, -CORE, CORE)
+    z = core + (w - core) * TAIL
+    return inverse(jnp.broadcast_to(z, (knots.shape[1], z.shape[0])), hinges(knots))
+
+
+# -- init ---------------------------------------------------------------------------------------
+CLOSED_FIELDS = ("chains", "draws", "split", "nmin", "nmax", "nbmin", "bchains")
+BIG = 2**31 - 1
+
+
+def closed_zeros() -> jax.Array:
+    return jnp.asarray([0, 0, 0, BIG, 0, BIG, 0], jnp.int32)
+
+
+def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
+    """A fresh chain from the pooled pilot rows (a leading axis)."""
+    example = jax.tree.map(lambda x: x[0], pooled)
+    dtype = working_dtype(example)
+    d = num_elements(example)
+    rows = jax.vmap(lambda p: flatten(p, dtype))(pooled)  # (n, D)
+    knots = reference(rows)
+    z = lambda *shape: jnp.zeros(shape, dtype)  # noqa: E731
+    lags, bl = settings.lags, settings.block_lags
+    return StreamState(
+        pilot=jax.tree.map(jnp.zeros_like, own_copy(example)),
+        knots=knots,
+        count=jnp.zeros((), jnp.int32),
+        consistent=jnp.ones((), bool),
+        tail=z(lags, d),
+        sum1=compensated_zeros((d,), dtype),
+        sum2=compensated_zeros((d,), dtype),
+        sum34=z(2, d),
+        xmin=jnp.full((d,), jnp.inf, dtype),
+        xmax=jnp.full((d,), -jnp.inf, dtype),
+        hist=jnp.zeros((d * settings.buckets,), jnp.int32),
+        lag=z(LAG, lags, d),
+        partial=z(LAG, d),
+        bring=z(LAG, bl, d),
+        blag=z(LAG, bl + 1, d),
+        nblocks=jnp.zeros((), jnp.int32),
+        seg=z(settings.ring, settings.parts, SEG, d),
+        prefix=z(SEG, d),
+        folded=jnp.zeros((), jnp.int32),
+        final=z(2, SEG, d)
+        if settings.final_split
+        else z(1),  # (no zero-size arrays: XLA would not shard them)
+        closed=closed_zeros(),
+    )
+
+
+# -- one window of rows -----------------------------------------------------------------------
+def _tree(rows: list[jax.Array], op: Any = jnp.add) -> jax.Array:
+    """``rows`` combined by ``op`` as a balanced tree (XLA on CPU runs these elementwise
+    operations far faster than a reduction over a leading axis)."""
+    while len(rows) > 1:
+        pairs = [op(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
+        rows = pairs + ([rows[-1]] if len(rows) % 2 else [])
+    return rows[0]
+
+
+def _materialize(tree: Any) -> Any:
+    """``tree`` computed once and kept (XLA would otherwise recompute a cheap elementwise
+    producer inside every consumer): the output of a one-trip loop is a buffer."""
+    return jax.lax.fori_loop(0, 1, lambda _, t: t, tree)
+
+
+class _Reference(NamedTuple):
+    center: jax.Array
+    lo: jax.Array
+    hi: jax.Array
+    bulk: Hinges
+
+
+def _reference(state: StreamState) -> _Reference:
+    k = state.knots
+    return _Reference(k[MID], k[LO], k[HI], hinges(k))
+
+
+def _lag_features(x: jax.Array, ref: _Reference) -> list[jax.Array]:
+    """The lag features of rows ``x`` ``(R, D)``: ``y, z, lo, hi``."""
+    lo = (x <= ref.lo).astype(x.dtype)
+    hi = (x > ref.hi).astype(x.dtype)
+    return [x - ref.center, proxy(x, ref.bulk), lo, hi]
+
+
+def _rows_sum(a: jax.Array, weights: jax.Array | None = None) -> jax.Array:
+    """``sum_r weights[r] * a[:, r]`` of ``a`` ``(K, W, D)``, as a chain of row additions
+    (XLA on CPU fuses these into one pass; a reduction over the middle axis is far
+    slower, and one small op per row and feature makes the program slow to compile)."""
+    acc = a[:, 0] if weights is None else a[:, 0] * weights[0]
+    for r in range(1, a.shape[1]):
+        acc = acc + (a[:, r] if weights is None else a[:, r] * weights[r])
+    return acc
+
+
+def _window(state: StreamState, prev: jax.Array, x: jax.Array, n: jax.Array,
+            ref: _Reference, settings: StreamSettings) -> tuple[StreamState, jax.Array]:  # fmt: skip
+    """Add rows ``x[0 .. n-1]`` (``(W, D)``, all in the chunk of the first) as the next
+    draws; ``prev`` ``(LAG, lags, D)`` are the lag features of the last ``lags`` draws
+    (oldest first, zero before the chain's start). Returns the state and the new
+    ``prev``."""
+    w, lags = x.shape[0], settings.lags
+    dtype = x.dtype
+    start = state.count
+    valid = jnp.arange(w) < n
+    vf = valid.astype(dtype)[:, None]
+    lagf = jnp.stack(_lag_features(x, ref)) * vf  # rows past n are zero: no products
+    y, z = lagf[0], lagf[1]
+    q = y * y
+    segf = jnp.stack([y, q, z, z * z, jnp.abs(z), lagf[2], lagf[3]])  # (SEG, W, D)
+    moments = jnp.stack([y, q, q * y, q * q])
+    lagf, segf, moments = _materialize((lagf, segf, moments))
+    g = start + jnp.arange(w)  # the draw index of each row
+
+    # moments and extremes
+    s1, s2, s3, s4 = _rows_sum(moments)
+    big = jnp.asarray(jnp.inf, dtype)
+    xmn = jnp.min(jnp.where(valid[:, None], x, big), axis=0)
+    xmx = jnp.max(jnp.where(valid[:, None], x, -big), axis=0)
+
+    # lag products: pairs (t, t - k), t a new row (prev is zero before the chain's start)
+    ext = jnp.concatenate([prev, lagf], axis=1)  # (LAG, lags + W, D), oldest first
+    lag = state.lag
+    for r in range(w):  # row r pairs with the `lags` rows before it, most recent first
+        lag = lag + ext[:, r : r + lags][:, ::-1] * ext[:, lags + r][:, None, :]
+    state = _blocks(state, lagf, g, valid, settings)
+
+    # split sums over the parts of the chunk of these rows
+    chunk = settings.chunk_size
+    j = start // chunk
+    pos = g - j * chunk
+    m = chunk // 2
+    total = _rows_sum(segf)
+    parts = [_rows_sum(segf, (valid & (pos < m)).astype(dtype))]
+    if settings.parts == 3:
+        parts.append(_rows_sum(segf, (valid & (pos == m)).astype(dtype)))
+    parts.append(total - sum(parts))
+    seg = row_add(state.seg, j % settings.ring, jnp.stack(parts))
+    final = state.final
+    if settings.final_split:
+        first = settings.num_draws // 2
+        second = settings.num_draws - first
+        f1 = _rows_sum(segf, (valid & (g < first)).astype(dtype))
+        f2 = _rows_sum(segf, (valid & (g >= second)).astype(dtype))
+        final = final + jnp.stack([f1, f2])
+
+    # the last `lags` draws (most recent first) and their lag features (oldest first)
+    rows = jnp.concatenate([state.tail[::-1], x], axis=0)  # oldest first
+    tail = jax.lax.dynamic_slice_in_dim(rows, n, lags, 0)[::-1]
+    new_prev = jax.lax.dynamic_slice_in_dim(ext, n, lags, 1)
+    state = state._replace(
+        count=start + n,
+        tail=tail,
+        sum1=compensated_add(state.sum1, s1),
+        sum2=compensated_add(state.sum2, s2),
+        sum34=state.sum34 + jnp.stack([s3, s4]),
+        xmin=jnp.minimum(state.xmin, xmn),
+        xmax=jnp.maximum(state.xmax, xmx),
+        lag=lag,
+        seg=seg,
+        final=final,
+    )
+    return state, new_prev
+
+
+def _blocks(state: StreamState, f: jax.Array, g: jax.Array, valid: jax.Array,
+            settings: StreamSettings) -> StreamState:  # fmt: skip
+    """Add the rows' lag features ``f`` ``(LAG, W, D)`` to the block means (blocks of
+    ``block`` draws aligned on the draw index; a window of at most ``block`` rows
+    holds at most one block end)."""
+    b, w = settings.block, f.shape[1]
+    dtype = f.dtype
+    ends = valid & ((g + 1) % b == 0)
+    any_end = jnp.any(ends)
+    end_row = jnp.argmax(ends)
+    before = (valid & (jnp.arange(w) <= end_row) & any_end).astype(dtype)
+    s_all = _rows_sum(f)
+    s_before = _rows_sum(f, before)
+    s_after = s_all - s_before
+    mean = (state.partial + s_before) / b
+    ring = state.bring
+    prods = jnp.concatenate([mean[:, None, :], ring], axis=1) * mean[:, None, :]
+    have = jnp.arange(settings.block_lags + 1) <= state.nblocks  # lag k needs k earlier blocks
+    blag = state.blag + jnp.where(any_end & have[None, :, None], prods, 0.0)
+    new_ring = jnp.concatenate([mean[:, None, :], ring[:, :-1]], axis=1)
+    return state._replace(
+        partial=jnp.where(any_end, s_after, state.partial + s_all),
+        bring=jnp.where(any_end, new_ring, ring),
+        blag=blag,
+        nblocks=state.nblocks + any_end.astype(jnp.int32),
+    )
+
+
+def _fold_prefix(state: StreamState, settings: StreamSettings) -> StreamState:
+    """Fold the chunks that every later split puts in the first half into the prefix,
+    freeing their slots (with ``k`` complete chunks, every later split's first half
+    holds at least the chunks before ``k // 2``)."""
+    target = (state.count // settings.chunk_size) // 2
+
+    def fold_one(_: Any, s: StreamState) -> StreamState:
+        slot = s.folded % settings.ring
+        whole = jnp.sum(s.seg[slot], axis=0)  # (SEG, D)
+        seg = s.seg.at[slot].set(0.0)
+        return s._replace(prefix=s.prefix + whole, seg=seg, folded=s.folded + 1)
+
+    return jax.lax.fori_loop(0, jnp.maximum(target - state.folded, 0), fold_one, state)
+
+
+def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings) -> jax.Array:
+    """``(LAG, lags, D)`` the lag features of the stored last draws, oldest first, zero
+    before the chain's start."""
+    lags = settings.lags
+    have = ((state.count - lags + jnp.arange(lags)) >= 0).astype(state.tail.dtype)
+    return jnp.stack(_lag_features(state.tail[::-1], ref)) * have[:, None]
+
+
+def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
+                 count: jax.Array) -> StreamState:  # fmt: skip
+    """Add ``draws[0 .. count - 1]`` (a leading axis), the chain's next ``count`` draws.
+
+    The engine calls this once per chunk, at a chunk boundary of the statistic's
+    geometry (else the state is marked inconsistent and finalizes to NaN).
+    """
+    dtype = state.knots.dtype
+    x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
+    rows = x.shape[0]
+    count = jnp.minimum(jnp.asarray(count, jnp.int32), rows)
+    chunk = settings.chunk_size
+    aligned = (state.count % chunk == 0) & (count <= chunk)
+    state = state._replace(consistent=state.consistent & aligned)
+    w = min(WINDOW, settings.block)
+    trips = -(-rows // w)
+    padded = jnp.concatenate([x, jnp.zeros((trips * w - rows, x.shape[1]), dtype)], axis=0)
+    ref = _reference(state)
+    prev = _prev_features(state, ref, settings)
+
+    def body(i: Any, carry: tuple) -> tuple:
+        s, p = carry
+        lo = i * w
+        n = jnp.clip(count - lo, 0, w)
+        return _window(s, p, jax.lax.dynamic_slice_in_dim(padded, lo, w, 0), n, ref, settings)
+
+    state, _ = jax.lax.fori_loop(0, -(-count // w), body, (state, prev))
+    state = _histogram(state, x, jnp.arange(rows) < count, ref, settings)
+    return _fold_prefix(state, settings)
+
+
+def _histogram(state: StreamState, x: jax.Array, valid: jax.Array, ref: _Reference,
+               settings: StreamSettings) -> StreamState:  # fmt: skip
+    """Count rows ``x`` ``(R, D)`` where ``valid`` in the histogram (one scatter for
+    all rows: inside the window loop, XLA on CPU would copy the histogram each trip)."""
+    r, d = x.shape
+    b = bucket(proxy(x, ref.bulk), settings)  # the grid is uniform in the bulk proxy
+    flat = (jnp.arange(d)[None, :] * settings.buckets + b).reshape(-1)
+    ones = jnp.broadcast_to(valid.astype(jnp.int32)[:, None], (r, d)).reshape(-1)
+    return state._replace(hist=state.hist.at[flat].add(ones))
+
+
+def update(settings: StreamSettings, state: StreamState, draw: PyTree) -> StreamState:
+    """Add one draw."""
+    dtype = state.knots.dtype
+    ref = _reference(state)
+    prev = _prev_features(state, ref, settings)
+    x = flatten(draw, dtype)[None]
+    state, _ = _window(state, prev, x, jnp.int32(1), ref, settings)
+    state = _histogram(state, x, jnp.ones((1,), bool), ref, settings)
+    return _fold_prefix(state, settings)
+
+
+# -- the statistic --------------------------------------------------------------------------
+def _check_count(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def summary(
+    num_draws: int,
+    *,
+    chunk_size: int | None = None,
+    hdi_prob: float = 0.94,
+    lags: int = 16,
+    block: int = 32,
+    block_lags: int = 5,
+    buckets: int = 144,
+    pilot: int = 128,
+) -> Statistic:
+    """The statistics behind ``az.summary``, for every element (see the module docstring).
+
+    Parameters
+    ----------
+    num_draws
+        The most draws per chain (the split of the final summary).
+    chunk_size
+        The engine's chunk size (the split geometry); default ``num_draws``.
+        The summary is exact at every multiple of it (and at ``num_draws``).
+    hdi_prob
+        Interval mass, as ``az.summary(hdi_prob=...)``.
+    lags, block, block_lags
+        Exact lags of the autocovariances; the block length and the lags of
+        the block means that extend them when Geyer's sequence runs longer.
+    buckets
+        Histogram buckets (quantiles, HDI).
+    pilot
+        Final warmup draws per chain pooled for the reference.
+
+    Returns
+    -------
+    Statistic
+        ``finalize`` gives ``{output: tree}``: ``mean``, ``sd``, ``min``,
+        ``max``, ``quantiles``, ``hdi``, ``r_hat`` (rank), ``r_hat_split``,
+        ``r_hat_bulk``, ``r_hat_folded``, ``ess_bulk``, ``ess_tail``,
+        ``ess_mean``, ``ess_sd``, ``mcse_mean``, ``mcse_sd`` and
+        ``quantile_levels``, ``hdi_prob``, as ``sluice.stats.summary_table`` reads.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from sluice.stats import streaming
+    >>> s = streaming.summary(200)
+    >>> chains = jax.random.normal(jax.random.PRNGKey(0), (2, 200 + 16, 3))
+    >>> pilot = chains[:, :16].reshape(-1, 3)  # stands in for the final warmup draws
+    >>> states = [s.update_block(s.init(pilot), c[16:], 200) for c in chains]
+    >>> out = s.finalize(s.merge(*states))
+    >>> out["ess_bulk"].shape, bool(jnp.all(out["r_hat"] < 1.05))
+    ((3,), True)
+    """
+    from sluice.stats import streaming_readout
+
+    num_draws = _check_count("num_draws", num_draws)
+    chunk_size = num_draws if chunk_size is None else _check_count("chunk_size", chunk_size)
+    if isinstance(hdi_prob, bool) or not isinstance(hdi_prob, int | float) or not 0 < hdi_prob < 1:
+        raise ValueError(f"hdi_prob must be a number in (0, 1), got {hdi_prob!r}")
+    p = float(hdi_prob)
+    settings = StreamSettings(
+        num_draws, min(chunk_size, num_draws), _check_count("lags", lags, 2),
+        _check_count("block", block, 2), _check_count("block_lags", block_lags, 3),
+        _check_count("buckets", buckets, 8), _check_count("pilot", pilot, 1),
+        ((1 - p) / 2, 0.5, (1 + p) / 2), p,
+    )  # fmt: skip
+    return Statistic(
+        functools.partial(init, settings),
+        functools.partial(update, settings),
+        functools.partial(streaming_readout.merge, settings=settings),
+        functools.partial(streaming_readout.finalize, settings=settings),
+        ("streaming-summary", settings),
+        settings.pilot,
+        functools.partial(update_block, settings),
+    )

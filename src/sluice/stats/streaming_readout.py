@@ -1,0 +1,406 @@
+"""Closing, merging and reading the default summary statistics (:mod:`sluice.stats.streaming`).
+
+*Closing* a chain splits it as ArviZ does at its current number of draws
+``N``: the first ``N // 2`` draws and the last ``N // 2`` (the middle draw of an
+odd ``N`` in neither). From the split sums it takes each half's mean and
+variance of ``y``, ``y^2``, the bulk and folded proxies and the tail
+indicators, and accumulates, over split chains, the sum of the within-half
+variances and a Chan summary of the half means (ArviZ's ``W`` and ``B``);
+from the lag products, each half's autocovariances (centred at the half's
+mean; the few pairs across the split and at the halves' ends approximated),
+summed over split chains; from the block means, the same for the block
+series (unsplit). These summaries live in the arrays the open chain's sums
+used (:class:`Closed` names them), so a merged state is no larger.
+
+``finalize`` reads: mean and sd (exact), quantiles and HDI from the pooled
+histogram, split R-hat (exact), rank R-hat (the proxies' split R-hat, bulk and
+folded), ESS bulk / tail / mean / sd by Geyer's initial sequence (ArviZ's
+``_ess``) on the exact lags, or on the block means when the sequence has not
+ended within them, and MCSE of the mean and sd.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from sluice.stats._layout import unflatten
+from sluice.stats._numerics import (
+    chan_merge,
+    compensated_merge,
+    compensated_value,
+    cumsum_rows,
+    geyer_tau,
+    rhat_from_summaries,
+)
+from sluice.stats.streaming import (
+    LAG_FEATURES,
+    MID,
+    StreamSettings,
+    StreamState,
+    bucket_edges,
+)
+
+PyTree = Any
+
+__all__ = ["Closed", "finalize", "merge"]
+
+# split features (per half: mean and variance): y, y^2, z, |z|, lo, hi
+SY, SQ, SZ, SZF, SLO, SHI = range(6)
+SPLIT = 6
+_SUM_OF = (0, 1, 2, 4, 5, 6)  # the SEG sums of each split feature
+_SQUARE_OF = (1, None, 3, 3, 5, 6)  # the SEG sums of its square (indicators: itself)
+LAG_OF_SPLIT = tuple(_SUM_OF.index(f) for f in LAG_FEATURES)  # lag features as split features
+
+
+class Closed(NamedTuple):
+    """Between-chain summaries of closed chains (additive, or Chan-merged)."""
+
+    counts: jax.Array  # (7,) int32: chains, draws, split, nmin, nmax, nbmin, bchains
+    wsum: jax.Array  # (SPLIT, D): sum of the halves' ddof=1 variances
+    mmean: jax.Array  # (SPLIT, D): mean of the half means (Chan)
+    mm2: jax.Array  # (SPLIT, D): their sum of squared deviations (Chan)
+    acov: jax.Array  # (LAG, lags + 1, D): sum over halves of n * biased autocovariance
+    bw: jax.Array  # (LAG, D): sum over chains of the block means' ddof=1 variance
+    bmean: jax.Array  # (LAG, D): mean of the chains' block-series means (Chan)
+    bm2: jax.Array  # (LAG, D)
+    bacov: jax.Array  # (LAG, block_lags + 1, D): sum over chains of nb * block autocovariance
+    hsq: jax.Array  # (LAG, D): sum over chains of ((half mean 1 - half mean 2) / 2)^2
+
+
+def unpack(state: StreamState) -> Closed:
+    """The summaries held by a closed state (or an empty one)."""
+    d = state.knots.shape[1]
+    flat = state.seg.reshape(-1, d)
+    acov = jnp.concatenate([state.partial[:, None], state.lag], axis=1)
+    lag = len(LAG_FEATURES)
+    return Closed(
+        state.closed, flat[0:SPLIT], flat[SPLIT : 2 * SPLIT], flat[2 * SPLIT : 3 * SPLIT],
+        acov, state.bring[:, 0], state.bring[:, 1], state.bring[:, 2], state.blag,
+        flat[3 * SPLIT : 3 * SPLIT + lag],
+    )  # fmt: skip
+
+
+def pack(state: StreamState, c: Closed) -> StreamState:
+    """``state`` (its shared sums kept) holding the summaries ``c``, its open sums cleared."""
+    z = jnp.zeros_like
+    d = state.knots.shape[1]
+    flat = jnp.zeros_like(state.seg).reshape(-1, d)
+    flat = flat.at[: 3 * SPLIT + c.hsq.shape[0]].set(
+        jnp.concatenate([c.wsum, c.mmean, c.mm2, c.hsq])
+    )
+    bring = z(state.bring).at[:, :3].set(jnp.stack([c.bw, c.bmean, c.bm2], axis=1))
+    return state._replace(
+        count=z(state.count), tail=z(state.tail), lag=c.acov[:, 1:], partial=c.acov[:, 0],
+        bring=bring, blag=c.bacov, nblocks=z(state.nblocks), seg=flat.reshape(state.seg.shape),
+        prefix=z(state.prefix), folded=z(state.folded), final=z(state.final), closed=c.counts,
+    )  # fmt: skip
+
+
+# -- closing one chain --------------------------------------------------------------------------
+def _halves(state: StreamState, settings: StreamSettings) -> tuple[jax.Array, jax.Array, Any]:
+    """Split sums ``(SEG, D)`` of the first and second half of the open chain, and whether
+    the split is one the geometry knows (a complete chunk, or the final draw)."""
+    n_draws = state.count
+    chunk, ring = settings.chunk_size, settings.ring
+    k = n_draws // chunk
+    h = k // 2
+    odd = (k % 2) == 1
+    first = state.prefix
+    second = jnp.zeros_like(first)
+    last = settings.parts - 1  # index of the B part
+    for slot in range(ring):
+        c = state.folded + ((slot - state.folded) % ring)  # the chunk this slot holds
+        live = c < k
+        parts = state.seg[slot]  # (parts, SEG, D)
+        whole = jnp.sum(parts, axis=0)
+        in_first = live & (c < h)
+        split_chunk = live & (c == h) & odd
+        in_second = live & ((c > h) | ((c == h) & ~odd))
+        first = first + jnp.where(in_first, whole, 0.0) + jnp.where(split_chunk, parts[0], 0.0)
+        second = (
+            second + jnp.where(in_second, whole, 0.0) + jnp.where(split_chunk, parts[last], 0.0)
+        )
+    known = n_draws % chunk == 0
+    if settings.final_split:
+        final = n_draws == settings.num_draws
+        first = jnp.where(final, state.final[0], first)
+        second = jnp.where(final, state.final[1], second)
+        known = known | final
+    return first, second, known
+
+
+def _half_stats(sums: jax.Array, n: jax.Array, state: StreamState) -> tuple[jax.Array, jax.Array]:
+    """``(SPLIT, D)`` means and ddof=1 variances of one half from its split sums."""
+    dtype = sums.dtype
+    nf = jnp.maximum(n, 1).astype(dtype)
+    means = jnp.stack([sums[i] for i in _SUM_OF]) / nf
+    # y^2's own square is not kept per half: the chain's fourth moment stands in
+    total = jnp.maximum(state.count, 1).astype(dtype)
+    s2 = compensated_value(state.sum2) / total
+    s4 = state.sum34[1] / total
+    squares = [sums[i] if i is not None else nf * (s4 - s2 * s2 + means[SQ] ** 2)
+               for i in _SQUARE_OF]  # fmt: skip
+    m2 = jnp.stack(squares) - nf * means * means
+    var = jnp.maximum(m2, 0.0) / jnp.maximum(nf - 1.0, 1.0)
+    return means, var
+
+
+def _chain_summaries(state: StreamState, settings: StreamSettings) -> tuple[Closed, Any]:
+    """The open chain's between-chain summaries, and whether its split is known."""
+    dtype = state.knots.dtype
+    n_draws = state.count
+    n = n_draws // 2
+    nf = n.astype(dtype)
+    h1, h2, known = _halves(state, settings)
+    m1, v1 = _half_stats(h1, n, state)
+    m2, v2 = _half_stats(h2, n, state)
+    two = jnp.full((), 2, jnp.int32)
+    mmean = 0.5 * (m1 + m2)
+    mm2 = 0.5 * (m1 - m2) ** 2
+    # autocovariances of each half, summed: the whole chain's lag products scaled to
+    # the pairs within halves, centred at each half's mean
+    t = jnp.arange(1, settings.lags + 1, dtype=dtype)[:, None]
+    total_pairs = jnp.maximum(n_draws.astype(dtype) - t, 1.0)
+    within_pairs = jnp.maximum(2.0 * (nf - t), 0.0)
+    idx = jnp.asarray(LAG_OF_SPLIT)
+    mu1, mu2 = m1[idx], m2[idx]  # (LAG, D)
+    lag_t = (
+        state.lag * (within_pairs / total_pairs)[None]
+        - (nf - t)[None] * (mu1 * mu1 + mu2 * mu2)[:, None, :]
+    )
+    lag0 = (v1[idx] + v2[idx]) * jnp.maximum(nf - 1.0, 0.0)  # n * biased variances
+    acov = jnp.concatenate([lag0[:, None, :], lag_t], axis=1)
+    # block series (unsplit): its mean from the chain's sums less the open block's
+    nb = state.nblocks
+    nbf = jnp.maximum(nb, 1).astype(dtype)
+    whole = state.prefix + jnp.sum(state.seg, axis=(0, 1))  # (SEG, D) over every draw
+    totals = jnp.stack([whole[f] for f in LAG_FEATURES])
+    bmean = (totals - state.partial) / settings.block / nbf
+    s = jnp.arange(settings.block_lags + 1, dtype=dtype)[:, None]
+    bac = state.blag - jnp.maximum(nbf - s, 0.0)[None] * (bmean * bmean)[:, None, :]
+    bvar = bac[:, 0] / jnp.maximum(nbf - 1.0, 1.0)
+    has_blocks = (nb > 0).astype(jnp.int32)
+    counts = jnp.stack([jnp.ones((), jnp.int32), n_draws, two, n, n, nb, has_blocks])
+    z = jnp.zeros_like
+    hsq = (0.5 * (mu1 - mu2)) ** 2
+    closed = Closed(counts, v1 + v2, mmean, mm2, acov, bvar * has_blocks,
+                    bmean * has_blocks, z(bmean), bac * has_blocks, hsq)  # fmt: skip
+    return closed, known
+
+
+def _combine_closed(a: Closed, b: Closed) -> Closed:
+    ca, cb = a.counts, b.counts
+    _, mmean, mm2 = chan_merge(ca[2], a.mmean, a.mm2, cb[2], b.mmean, b.mm2)
+    _, bmean, bm2 = chan_merge(ca[6], a.bmean, a.bm2, cb[6], b.bmean, b.bm2)
+    counts = jnp.stack([
+        ca[0] + cb[0], ca[1] + cb[1], ca[2] + cb[2], jnp.minimum(ca[3], cb[3]),
+        jnp.maximum(ca[4], cb[4]), jnp.minimum(ca[5], cb[5]), ca[6] + cb[6],
+    ])  # fmt: skip
+    return Closed(counts, a.wsum + b.wsum, mmean, mm2, a.acov + b.acov, a.bw + b.bw,
+                  bmean, bm2, a.bacov + b.bacov, a.hsq + b.hsq)  # fmt: skip
+
+
+def _close(state: StreamState, settings: StreamSettings) -> StreamState:
+    """The state with its open chain (if any) closed."""
+
+    def close(state: StreamState) -> StreamState:
+        closed, known = _chain_summaries(state, settings)
+        out = pack(state, closed)
+        return out._replace(consistent=state.consistent & known)
+
+    return jax.lax.cond(state.count > 0, close, lambda s: s, state)
+
+
+def merge(a: StreamState, b: StreamState, *, settings: StreamSettings) -> StreamState:
+    """Close both sides' open chains and add their summaries."""
+    a, b = _close(a, settings), _close(b, settings)
+    ca, cb = a.closed[0], b.closed[0]
+    same = jnp.all(a.knots == b.knots)
+    empty = (ca == 0) | (cb == 0)
+    out = pack(a, _combine_closed(unpack(a), unpack(b)))
+    return out._replace(
+        knots=jnp.where(ca == 0, b.knots, a.knots),
+        consistent=a.consistent & b.consistent & (same | empty),
+        sum1=compensated_merge(a.sum1, b.sum1),
+        sum2=compensated_merge(a.sum2, b.sum2),
+        sum34=a.sum34 + b.sum34,
+        xmin=jnp.minimum(a.xmin, b.xmin),
+        xmax=jnp.maximum(a.xmax, b.xmax),
+        hist=a.hist + b.hist,
+    )
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def _ess(w, var_plus, acov_sum, split, n, bw_mean, bvar_plus, bacov_sum, bchains, nb, block,
+         shift):  # fmt: skip
+    """ArviZ's multi-chain ESS (``_ess``): Geyer on the exact lags; where its sequence
+    runs past them, the block means' estimate, its inner lags replaced by the exact ones.
+
+    Blocks of ``b`` draws give ``b Var(block mean) = sum_t (1 - |t|/b) gamma_t`` near
+    lag 0: the exact lags replace the tapered inner terms (``shift`` recentres the
+    halves' autocovariances at the chain means, as the block series are).
+    """
+    dtype = w.dtype
+    acov_sum = jnp.moveaxis(acov_sum, 1, -1)  # (LAG, D, lags + 1): lags last
+    bacov_sum = jnp.moveaxis(bacov_sum, 1, -1)
+    mean_acov = acov_sum / jnp.maximum(split.astype(dtype) * n, 1.0)
+    exact = geyer_tau(mean_acov, w, var_plus, n)
+    # block series: tau = block * Var(block mean) * tau_blocks / sigma^2
+    b_acov = bacov_sum / jnp.maximum(bchains.astype(dtype) * nb, 1.0)
+    blocks = geyer_tau(b_acov, bw_mean, bvar_plus, nb)
+    safe = jnp.where(var_plus > 0, var_plus, 1.0)
+    t = jnp.arange(1, mean_acov.shape[-1], dtype=dtype)
+    inner = 2.0 * jnp.sum((t / block) * (mean_acov[..., 1:] + shift[..., None]), axis=-1)
+    tau_block = (block * bvar_plus * blocks.tau + inner) / safe
+    use_block = ~exact.terminated & (nb >= 8)
+    tau = jnp.where(use_block, jnp.maximum(tau_block, exact.tau), exact.tau)
+    total = split.astype(dtype) * n
+    tau = jnp.maximum(tau, 1.0 / jnp.log10(jnp.maximum(total, 10.0)))  # ArviZ's floor
+    resolution = jnp.where(exact.terminated, 1, jnp.where(use_block & blocks.terminated, block, 0))
+    return total / tau, resolution
+
+
+def _quantile(counts: jax.Array, edges: jax.Array, probs: jax.Array) -> jax.Array:
+    """``(D, P)`` quantiles (``np.quantile``'s linear rule) from the histogram.
+
+    Within a bucket the density is taken linear, its mean the bucket's count and
+    its slope the central difference of the neighbouring buckets' densities
+    (limited so that it stays non-negative): the CDF is then quadratic there.
+    """
+    dtype = edges.dtype
+    tiny = jnp.finfo(dtype).tiny
+    n = counts.astype(dtype)  # (D, G)
+    total = jnp.sum(n, axis=1, keepdims=True)
+    cum = jnp.concatenate([jnp.zeros_like(total), cumsum_rows(n)], 1)  # (D, G + 1)
+    width = jnp.maximum(edges[:, 1:] - edges[:, :-1], tiny)
+    dens = n / width
+    centre = 0.5 * (edges[:, 1:] + edges[:, :-1])
+    pad = lambda v: jnp.concatenate([v[:, :1], v, v[:, -1:]], 1)  # noqa: E731
+    dp, cp = pad(dens), pad(centre)
+    slope = (dp[:, 2:] - dp[:, :-2]) / jnp.maximum(cp[:, 2:] - cp[:, :-2], tiny)
+    limit = 2.0 * dens / width
+    a = 0.5 * jnp.clip(slope, -limit, limit) * width * width  # mass(t) = n t + a t (t - 1)
+    # np.quantile's position h = p (S - 1) on the sorted draws: the value whose CDF
+    # (draws at or below, centred) is h + 1/2
+    target = probs[None, :] * (total - 1.0) + 0.5  # (D, P)
+    g = counts.shape[1]
+    idx = jax.vmap(lambda c, t: jnp.searchsorted(c, t, side="left"))(cum, target) - 1
+    idx = jnp.clip(idx, 0, g - 1)
+    take = lambda v: jnp.take_along_axis(v, idx, axis=1)  # noqa: E731
+    nb, ab = take(n), take(a)
+    r = jnp.clip(target - take(cum), 0.0, nb)
+    lin = r / jnp.maximum(nb, tiny)
+    bq = nb - ab
+    root = 2.0 * r / jnp.maximum(bq + jnp.sqrt(jnp.maximum(bq * bq + 4.0 * ab * r, 0.0)), tiny)
+    t = jnp.where(jnp.abs(ab) > 1e-6 * jnp.maximum(nb, 1.0), root, lin)
+    t = jnp.clip(jnp.where(nb > 0, t, 0.0), 0.0, 1.0)
+    return take(edges[:, :-1]) + t * take(width)
+
+
+def _hdi(counts: jax.Array, edges: jax.Array, prob: float) -> jax.Array:
+    """``(D, 2)`` the narrowest interval holding ``prob`` of the draws."""
+    levels = jnp.linspace(0.0, 1.0 - prob, 121, dtype=edges.dtype)
+    lo = _quantile(counts, edges, levels)
+    hi = _quantile(counts, edges, levels + prob)
+    best = jnp.argmin(hi - lo, axis=1)[:, None]
+    return jnp.concatenate(
+        [jnp.take_along_axis(lo, best, 1), jnp.take_along_axis(hi, best, 1)], axis=1
+    )
+
+
+def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
+    """Every output of ``az.summary`` (and more), trees shaped like a draw."""
+    state = _close(state, settings)
+    c = unpack(state)
+    chains, draws, split, nmin, nmax, nbmin, bchains = (c.counts[i] for i in range(7))
+    dtype = state.knots.dtype
+    total = draws.astype(dtype)
+    knots = state.knots
+    s1 = compensated_value(state.sum1)
+    mu = s1 / total
+    m2 = (state.sum2.hi - state.sum1.hi * mu) + (state.sum2.lo - state.sum1.lo * mu)
+    sd = jnp.sqrt(jnp.maximum(m2, 0.0) / (total - 1.0))
+    poison = jnp.where(state.consistent, 0.0, jnp.nan)
+    mean = knots[MID] + mu + poison
+    m = split.astype(dtype)
+    n = jnp.where(nmin == nmax, nmin, -1).astype(dtype)
+    n = jnp.where(n > 0, n, jnp.nan)
+    w = c.wsum / jnp.maximum(m, 1.0)  # (SPLIT, D)
+    between = jnp.where(m > 1, c.mm2 / jnp.maximum(m - 1.0, 1.0), 0.0)
+    rhat = rhat_from_summaries(m, n, w, between)  # (SPLIT, D)
+    constant = state.xmin == state.xmax
+    bad = jnp.isnan(mu) | ~state.consistent | (chains < 1)
+    enough = n >= 2.0
+
+    def clean(v, const=None):
+        v = jnp.where(bad | ~enough, jnp.nan, v + poison)
+        return v if const is None else jnp.where(constant & enough & ~bad, const, v)
+
+    several = chains >= 2
+    r_bulk = jnp.where(several, clean(rhat[SZ]), jnp.nan)
+    r_folded = jnp.where(several, clean(rhat[SZF]), jnp.nan)
+    var_plus = (n - 1.0) / n * w + between
+
+    # ESS of each lag feature
+    idx = jnp.asarray(LAG_OF_SPLIT)
+    nb = nbmin.astype(dtype)
+    cb = bchains.astype(dtype)
+    bw_mean = c.bw / jnp.maximum(cb, 1.0)
+    b_between = jnp.where(cb > 1, c.bm2 / jnp.maximum(cb - 1.0, 1.0), 0.0)
+    bvar_plus = (nb - 1.0) / jnp.maximum(nb, 1.0) * bw_mean + b_between
+    shift = c.hsq / jnp.maximum(chains.astype(dtype), 1.0)
+    ess, res = _ess(w[idx], var_plus[idx], c.acov, split, n, bw_mean, bvar_plus, c.bacov,
+                    bchains, nb, float(settings.block), shift)  # fmt: skip
+    s_split = m * n
+    ess_mean = clean(ess[0], s_split)
+    ess_bulk = clean(ess[1], s_split)
+    ess_tail = clean(jnp.minimum(ess[2], ess[3]), s_split)
+    # (x - mean)^2: its autocorrelations taken as those of x squared (exact for a
+    # Gaussian process), on the exact lags
+    rho = (
+        1.0
+        - (w[SY][..., None] - jnp.moveaxis(c.acov[0], 0, -1) / jnp.maximum(m * n, 1.0)[..., None])
+        / var_plus[SY][..., None]
+    )
+    rho = rho.at[..., 0].set(1.0)
+    one = jnp.ones_like(w[SY])
+    sq = geyer_tau(rho * rho, one, one, n)
+    ess_sd = clean(
+        s_split / jnp.maximum(sq.tau, 1.0 / jnp.log10(jnp.maximum(s_split, 10.0))), s_split
+    )
+    mcse_mean = clean(sd / jnp.sqrt(ess_mean), 0.0)
+    # mcse_sd as ArviZ: the variance of (x - mean)^2 over its ESS, by the delta method
+    evar = jnp.maximum(m2, 0.0) / total
+    s2, s3, s4 = compensated_value(state.sum2), state.sum34[0], state.sum34[1]
+    m4 = (s4 - 4 * mu * s3 + 6 * mu**2 * s2 - 4 * mu**3 * s1 + total * mu**4) / total
+    varvar = (m4 - evar * evar) / ess_sd
+    mcse_sd = clean(jnp.sqrt(jnp.maximum(varvar, 0.0) / jnp.maximum(evar, 1e-30) / 4.0), 0.0)
+
+    # quantiles and HDI from the pooled histogram (outer edges: the extremes)
+    edges = bucket_edges(knots, settings)
+    edges = edges.at[:, 0].set(jnp.minimum(edges[:, 1], state.xmin))
+    edges = edges.at[:, -1].set(jnp.maximum(edges[:, -2], state.xmax))
+    probs = jnp.asarray(settings.probs, dtype)
+    hist = state.hist.reshape(-1, settings.buckets)
+    q = _quantile(hist, edges, probs)
+    hdi = _hdi(hist, edges, settings.hdi_prob)
+    fill = lambda v: jnp.where(  # noqa: E731
+        bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
+    )
+    out = {
+        "mean": mean, "sd": sd + poison, "min": state.xmin + poison,
+        "max": state.xmax + poison, "quantiles": fill(q), "hdi": fill(hdi),
+        "r_hat": jnp.maximum(r_bulk, r_folded), "r_hat_bulk": r_bulk, "r_hat_folded": r_folded,
+        "r_hat_split": jnp.where(several, clean(rhat[SY]), jnp.nan),
+        "ess_bulk": ess_bulk, "ess_tail": ess_tail, "ess_mean": ess_mean, "ess_sd": ess_sd,
+        "mcse_mean": mcse_mean, "mcse_sd": mcse_sd,
+        "ess_bulk_resolution": res[1], "ess_tail_resolution": jnp.maximum(res[2], res[3]),
+        "ess_mean_resolution": res[0],
+    }  # fmt: skip
+    result = {k: unflatten(state.pilot, v) for k, v in out.items()}
+    result["quantile_levels"] = probs
+    result["hdi_prob"] = jnp.asarray(settings.hdi_prob, dtype)
+    return result

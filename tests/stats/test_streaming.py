@@ -1,0 +1,266 @@
+"""The default statistics (``sluice.stats.streaming.summary``) against ArviZ.
+
+On AR(1) chains (rho 0, 0.5, 0.9, 0.99, -0.3; 4 chains x 1000 draws, a pilot of
+128 stationary draws per chain as the final warmup draws would be), fed a chunk
+at a time as the engine does:
+
+* exact outputs (mean, sd, split R-hat, extremes) to float tolerance;
+* ESS, rank R-hat, quantiles against ArviZ on the same draws within ArviZ's own
+  Monte Carlo error: the relative sd of an integrated-autocorrelation estimate
+  with a window of ``M = 5 tau`` lags is ``sqrt(2 (2M + 1) / N)`` (Sokal), and
+  the streamed values must agree with ArviZ's to that (rms over elements);
+* the open-ended state finalized after every chunk equals ArviZ on the draws so
+  far (splits at a chunk boundary and inside one; odd chunk sizes; a short last
+  chunk);
+* the laws: per draw == per chunk; any merge tree gives the same values; merging
+  an empty state changes nothing; an update out of order poisons the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from tests.stats.helpers import ar1, assert_trees_close, merge_tree
+
+from sluice.stats import streaming
+
+CHAINS, DRAWS, PILOT, CHUNK = 4, 1000, 128, 100
+RHOS = (0.0, 0.5, 0.9, 0.99, -0.3)
+PER = 40  # elements per rho
+
+
+def _tau(rho: float) -> float:
+    return (1 + rho) / (1 - rho)
+
+
+def _sokal(rho: float, total: int = CHAINS * DRAWS) -> float:
+    """Relative sd of an ESS estimate with a window of 5 tau lags (at least 5)."""
+    m = max(5.0, 5.0 * _tau(rho))
+    return float(np.sqrt(2 * (2 * m + 1) / total))
+
+
+@functools.cache
+def _data() -> tuple[np.ndarray, np.ndarray]:
+    """``(pilot (CHAINS * PILOT, D), draws (CHAINS, DRAWS, D))``, float32."""
+    parts = [ar1(seed=100 + i, chains=CHAINS, draws=PILOT + DRAWS + 500, rho=r, dim=PER)[:, 500:]
+             for i, r in enumerate(RHOS)]  # fmt: skip
+    x = np.concatenate(parts, axis=2).astype(np.float32)
+    return x[:, :PILOT].reshape(-1, x.shape[2]), x[:, PILOT:]
+
+
+@functools.cache
+def _statistic(draws: int = DRAWS, chunk: int = CHUNK):
+    return streaming.summary(draws, chunk_size=chunk)
+
+
+@functools.cache
+def _programs(draws: int = DRAWS, chunk: int = CHUNK):
+    s = _statistic(draws, chunk)
+    return (jax.jit(s.init), jax.jit(s.update_block), jax.jit(s.merge), jax.jit(s.finalize))
+
+
+def _states(draws_np: np.ndarray, pilot: np.ndarray, draws: int, chunk: int, upto: int):
+    """Each chain's state after its first ``upto`` draws, fed a chunk at a time."""
+    init, update, _, _ = _programs(draws, chunk)
+    out = []
+    for c in range(draws_np.shape[0]):
+        state = init({"x": jnp.asarray(pilot)})
+        for start in range(0, upto, chunk):
+            piece = draws_np[c, start : min(start + chunk, upto)]
+            padded = np.zeros((chunk, piece.shape[1]), np.float32)
+            padded[: len(piece)] = piece
+            state = update(state, {"x": jnp.asarray(padded)}, len(piece))
+        out.append(state)
+    return out
+
+
+def _merged(states, draws: int = DRAWS, chunk: int = CHUNK):
+    merge = _programs(draws, chunk)[2]
+    out = states[0]
+    for s in states[1:]:
+        out = merge(out, s)
+    return out
+
+
+def _finalized(draws_np, pilot, draws=DRAWS, chunk=CHUNK, upto=None):
+    states = _states(draws_np, pilot, draws, chunk, draws if upto is None else upto)
+    out = _programs(draws, chunk)[3](_merged(states, draws, chunk))
+    return {k: np.asarray(v["x"] if isinstance(v, dict) else v) for k, v in out.items()}
+
+
+def _reference(x: np.ndarray) -> dict[str, np.ndarray]:
+    data = az.convert_to_dataset({"x": x.astype(np.float64)})
+    flat = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            "mean": flat.mean(0),
+            "sd": flat.std(0, ddof=1),
+            "ess_bulk": az.ess(data, method="bulk")["x"].values,
+            "ess_tail": az.ess(data, method="tail")["x"].values,
+            "ess_mean": az.ess(data, method="mean")["x"].values,
+            "r_hat": az.rhat(data)["x"].values,
+            "r_hat_split": az.rhat(data, method="split")["x"].values,
+            "quantiles": np.quantile(flat, [0.03, 0.5, 0.97], axis=0).T,
+            "q_mcse": np.stack(
+                [az.mcse(data, method="quantile", prob=p)["x"].values for p in (0.03, 0.5, 0.97)],
+                axis=1,
+            ),
+            "hdi": az.hdi(data, hdi_prob=0.94)["x"].values,
+        }
+
+
+@pytest.fixture(scope="module")
+def full():
+    pilot, draws = _data()
+    return _finalized(draws, pilot), _reference(draws), draws
+
+
+def test_exact_outputs(full):
+    out, ref, draws = full
+    np.testing.assert_allclose(out["mean"], ref["mean"], rtol=0, atol=2e-6 * ref["sd"].max())
+    np.testing.assert_allclose(out["sd"], ref["sd"], rtol=2e-6)
+    np.testing.assert_allclose(out["r_hat_split"], ref["r_hat_split"], rtol=1e-5)
+    np.testing.assert_array_equal(out["min"], draws.min(axis=(0, 1)))
+    np.testing.assert_array_equal(out["max"], draws.max(axis=(0, 1)))
+
+
+@pytest.mark.parametrize("rho", RHOS)
+def test_ess_within_arviz_monte_carlo_error(full, rho):
+    out, ref, _ = full
+    i = RHOS.index(rho)
+    sl = slice(i * PER, (i + 1) * PER)
+    tol = _sokal(rho)
+    for name in ("ess_bulk", "ess_tail", "ess_mean"):
+        ratio = out[name][sl] / ref[name][sl]
+        assert np.all(np.isfinite(ratio)), name
+        rms = float(np.sqrt(np.mean(np.log(ratio) ** 2)))
+        assert rms <= tol, f"rho={rho} {name}: rms log-ratio to ArviZ {rms:.3f} > {tol:.3f}"
+
+
+@pytest.mark.parametrize("rho", RHOS)
+def test_rank_rhat_and_quantiles(full, rho):
+    out, ref, _ = full
+    i = RHOS.index(rho)
+    sl = slice(i * PER, (i + 1) * PER)
+    # R-hat's own sd with m split chains of n draws: about sqrt(2 / (m - 1)) tau / n
+    m, n = 2 * CHAINS, DRAWS // 2
+    tol = max(0.005, float(np.sqrt(2 / (m - 1)) * _tau(rho) / n))
+    diff = np.abs(out["r_hat"][sl] - ref["r_hat"][sl])
+    assert diff.max() <= tol, f"rho={rho}: rank R-hat differs by {diff.max():.4f} > {tol:.4f}"
+    # quantiles: within half their MCSE (rms), every one within one MCSE
+    err = np.abs(out["quantiles"][sl] - ref["quantiles"][sl]) / ref["q_mcse"][sl]
+    assert np.sqrt(np.mean(err**2)) <= 0.5 and err.max() <= 1.0, f"rho={rho}: {err.max():.2f}"
+
+
+def test_hdi_is_the_narrowest_interval(full):
+    """The HDI holds its mass of the draws and is as narrow as ArviZ's (its endpoints
+    are an argmin over a flat width: they may move while the interval does not)."""
+    out, ref, draws = full
+    flat = draws.reshape(-1, draws.shape[-1])
+    lo, hi = out["hdi"][:, 0], out["hdi"][:, 1]
+    mass = np.mean((flat >= lo) & (flat <= hi), axis=0)
+    # the mass of a 94% interval of N draws: within 3 binomial sd of 0.94 (N = total draws)
+    assert np.all(np.abs(mass - 0.94) <= 3 * np.sqrt(0.94 * 0.06 / flat.shape[0]) + 1e-3)
+    # no wider than ArviZ's beyond the endpoints' Monte Carlo error (narrower is fine)
+    excess = (hi - lo) - (ref["hdi"][:, 1] - ref["hdi"][:, 0])
+    slack = ref["q_mcse"][:, 0] + ref["q_mcse"][:, 2]
+    assert np.all(excess <= slack), (excess / slack).max()
+
+
+@pytest.mark.parametrize("chunks", [1, 3, 5, 6])
+def test_open_ended_state_after_k_chunks_equals_arviz_on_those(full, chunks):
+    """Stopping after k chunks (odd k: ArviZ splits inside chunk k // 2) gives what
+    ArviZ gives on the first k chunks' draws."""
+    pilot, draws = _data()
+    upto = chunks * CHUNK
+    sel = slice(0, PER * 3)  # rho 0, 0.5, 0.9
+    out = _finalized(draws[..., sel], pilot[:, sel], upto=upto)
+    ref = _reference(draws[:, :upto, sel])
+    np.testing.assert_allclose(out["r_hat_split"], ref["r_hat_split"], rtol=1e-5)
+    np.testing.assert_allclose(out["mean"], ref["mean"], atol=2e-6 * ref["sd"].max())
+    tol = _sokal(0.9, CHAINS * upto)
+    ratio = out["ess_bulk"] / ref["ess_bulk"]
+    assert np.sqrt(np.mean(np.log(ratio) ** 2)) <= tol
+    rhat_tol = max(0.005, float(np.sqrt(2 / (2 * CHAINS - 1)) * _tau(0.9) / (upto // 2)))
+    assert np.abs(out["r_hat"] - ref["r_hat"]).max() <= rhat_tol
+
+
+@pytest.mark.parametrize(("draws", "chunk"), [(450, 75), (500, 110)])
+def test_odd_chunks_and_a_short_last_chunk(draws, chunk):
+    """Odd chunk sizes (a middle draw per chunk) and a last chunk that is short."""
+    pilot, x = _data()
+    sel = slice(0, PER * 2)
+    xs = x[:, :draws, sel]
+    out = _finalized(xs, pilot[:, sel], draws=draws, chunk=chunk)
+    ref = _reference(xs)
+    np.testing.assert_allclose(out["r_hat_split"], ref["r_hat_split"], rtol=1e-5)
+    np.testing.assert_allclose(out["sd"], ref["sd"], rtol=2e-6)
+    ratio = out["ess_bulk"] / ref["ess_bulk"]
+    assert np.sqrt(np.mean(np.log(ratio) ** 2)) <= _sokal(0.5, CHAINS * draws)
+
+
+def test_per_draw_equals_per_chunk_and_merge_laws():
+    pilot, x = _data()
+    sel = slice(PER, PER + 6)
+    xs, ps = x[:, :300, sel], pilot[:, sel]
+    s = streaming.summary(300, chunk_size=100)
+    update = jax.jit(s.update)
+    init = jax.jit(s.init)
+    per_draw = []
+    for c in range(CHAINS):
+        state = init({"x": jnp.asarray(ps)})
+        for t in range(300):
+            state = update(state, {"x": jnp.asarray(xs[c, t])})
+        per_draw.append(state)
+    per_chunk = _states(xs, ps, 300, 100, 300)  # (another statistic: same settings)
+    fin = jax.jit(s.finalize)
+    merge = jax.jit(s.merge)
+    for a, b in zip(per_draw, per_chunk, strict=True):
+        assert_trees_close(fin(a), fin(b), rtol=2e-5, atol=1e-6)
+    rng = np.random.default_rng(0)
+    first = fin(merge_tree(merge, per_chunk, rng))
+    second = fin(merge_tree(merge, per_chunk, rng))
+    assert_trees_close(first, second, rtol=1e-5, atol=1e-6)
+    empty = init({"x": jnp.asarray(ps)})
+    assert_trees_close(fin(merge(empty, per_chunk[0])), fin(per_chunk[0]), rtol=1e-6, atol=1e-7)
+    assert_trees_close(fin(merge(per_chunk[0], empty)), fin(per_chunk[0]), rtol=1e-6, atol=1e-7)
+
+
+def test_an_update_out_of_order_poisons_the_result():
+    pilot, x = _data()
+    s = streaming.summary(200, chunk_size=100)
+    state = s.init({"x": jnp.asarray(pilot[:, :3])})
+    state = s.update_block(state, {"x": jnp.asarray(x[0, :50, :3])}, 50)  # half a chunk
+    state = s.update_block(state, {"x": jnp.asarray(x[0, 50:150, :3])}, 100)  # misaligned
+    out = s.finalize(state)
+    assert np.all(np.isnan(np.asarray(out["ess_bulk"]["x"])))
+    assert np.all(np.isnan(np.asarray(out["mean"]["x"])))
+
+
+def test_memory_per_element_and_chain():
+    """The default state is at most 1.5 KB per element and chain (float32)."""
+    d = 1000
+    s = streaming.summary(1000, chunk_size=100)
+    shapes = jax.eval_shape(s.init, {"x": jax.ShapeDtypeStruct((128, d), jnp.float32)})
+    per_element = sum(
+        np.prod(leaf.shape) * leaf.dtype.itemsize
+        for leaf in jax.tree.leaves(shapes)
+        if (leaf.shape and leaf.shape[-1] == d) or (leaf.shape and leaf.shape[0] == d * 144)
+    )
+    assert per_element / d <= 1536, per_element / d
+
+
+def test_bad_settings_name_the_argument():
+    with pytest.raises(ValueError, match="num_draws"):
+        streaming.summary(0)
+    with pytest.raises(ValueError, match="hdi_prob"):
+        streaming.summary(10, hdi_prob=1.5)
+    with pytest.raises(ValueError, match="lags"):
+        streaming.summary(10, lags=1)
