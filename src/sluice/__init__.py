@@ -14,6 +14,7 @@ from sluice.model import Model
 from sluice.runtime import distributed
 from sluice.runtime.run import Run
 from sluice.runtime.sampling import resume, sample
+from sluice.runtime.until import converged
 
 __all__ = [
     "HMC",
@@ -21,6 +22,7 @@ __all__ = [
     "Model",
     "Run",
     "ZarrSink",
+    "converged",
     "distributed",
     "from_numpyro",
     "from_pymc",

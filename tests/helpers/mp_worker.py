@@ -2,7 +2,8 @@
 
 ``python -m tests.helpers.mp_worker MODE OUT`` with MODE one of
 ``draws`` (sample to memory, save this process's draws and summary to OUT/p<i>.npz),
-``store`` (sample to the store OUT; process 1 SIGKILLs itself after writing
+``until`` (sample to the store OUT/run.zarr until converged, save draws and the stop to
+OUT/p<i>.npz), ``store`` (sample to the store OUT; process 1 SIGKILLs itself after writing
 its third chunk), ``resume`` (finish the store OUT).
 """
 
@@ -20,6 +21,7 @@ import sluice
 from sluice.io.store import ZarrSink
 
 SETTINGS = dict(chains=6, warmup=60, draws=48, chunk_size=12, seed=3, chain_method="sequential")
+UNTIL = dict(SETTINGS, draws=240, until=sluice.converged(ess_bulk=400, r_hat=1.05))
 
 
 def model() -> sluice.Model:
@@ -49,6 +51,15 @@ def main(mode: str, out: str) -> None:
             x=run.draws["x"],
             summary=run.summary(round_to="none").to_numpy(),
             num_gradients=run.info.num_gradients,
+        )
+    elif mode == "until":
+        run = sluice.sample(
+            model(), sink=ZarrSink(os.path.join(out, "run.zarr")), progress=False, **UNTIL
+        )
+        np.savez(
+            os.path.join(out, f"p{jax.process_index()}.npz"),
+            x=run.draws["x"][...],
+            converged_at=run.info.converged_at,
         )
     elif mode == "store":
         sluice.sample(model(), sink=DiesAfterThirdWrite(out), progress=False, **SETTINGS)

@@ -200,11 +200,12 @@ def test_cli_sample_resume_summary_plot(tmp_path, capsys):
     with pytest.raises(TypeError, match="needs the run's model"):
         sluice.resume(store, progress=False)
     assert main(["resume", store, "--model", script, "--quiet"]) == 0
-    assert main(["summary", store, "--var", "mu"]) == 0
+    assert main(["summary", store, "--var", "mu", "--arviz"]) == 0
     out = capsys.readouterr().out
     assert "mu" in out and "r_hat" in out
-    assert main(["plot", store, "--out", str(tmp_path / "plots" / "trace.png")]) == 0
-    for name in ("trace.png", "trace-rank.png"):
+    out = tmp_path / "plots" / "run.png"
+    assert main(["plot", store, "--out", str(out), "--trace"]) == 0
+    for name in ("run.png", "run-trace.png", "run-rank.png"):
         assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
     assert main(["resume", str(tmp_path / "nothing.zarr"), "--model", script]) == 2
     assert "no store at" in capsys.readouterr().err

@@ -92,6 +92,15 @@ RESOLVED = [
         chain_method="sequential",
         default_stats=False,
     ),
+    RunConfig(
+        chains=2,
+        warmup=10,
+        draws=100,
+        chunk_size=10,
+        chain_method="sequential",
+        default_stats=True,
+        until=sluice.converged(ess_bulk=400, r_hat=1.01),
+    ),
 ]
 
 
@@ -116,8 +125,13 @@ def test_to_json_by_hand():
                    "dense_mass": False, "divergence_threshold": 1000.0,
                    "initial_step_size": 1.0},
         "chain_method": "vectorized", "seed": 11, "default_stats": True,
-        "statistics": ["moments", "sums"],
+        "statistics": ["moments", "sums"], "until": None,
     }  # fmt: skip
+
+
+def test_stores_written_before_until_read_as_no_target():
+    stored = {k: v for k, v in RESOLVED[0].to_json().items() if k != "until"}
+    assert RunConfig.from_json(stored).until is None
 
 
 def test_unknown_json_keys_raise_naming_them():

@@ -126,3 +126,20 @@ def test_a_run_of_one_process_resumes_on_two(tmp_path, reference):
     sink = ZarrSink.open_existing(store)
     assert sink.draws_done() == mp_worker.SETTINGS["draws"]
     np.testing.assert_array_equal(sink.kept()["posterior"]["x"][...], reference.draws["x"])
+
+
+def test_until_stops_every_process_at_the_chunk_one_process_stops_at(tmp_path):
+    one = sluice.sample(
+        mp_worker.model(), progress=False, devices=jax.devices()[:1], **mp_worker.UNTIL
+    )
+    assert one.info.converged_at < mp_worker.UNTIL["draws"]
+    result = run_workers("until", tmp_path)
+    assert result.ok, result.outputs
+    for i in range(2):
+        part = np.load(tmp_path / f"p{i}.npz")
+        assert int(part["converged_at"]) == one.info.converged_at
+        np.testing.assert_array_equal(part["x"], one.draws["x"])
+    sink = ZarrSink.open_existing(tmp_path / "run.zarr", writable=False)
+    assert sink.stopped() == one.info.converged_at
+    np.testing.assert_array_equal(sink.kept()["posterior"]["x"][...], one.draws["x"])
+    assert_all_dead(result.pids)

@@ -90,9 +90,31 @@ def _report(run: Any, store: str) -> None:
 def _summary(args: argparse.Namespace) -> int:
     import sluice
     from sluice.io.arviz import import_arviz
+    from sluice.io.stored_summary import read_summary
+    from sluice.stats import summary_table
 
-    idata = sluice.open(args.store)
-    _print_table(import_arviz().summary(idata, var_names=args.var or None))
+    if args.arviz:
+        idata = sluice.open(args.store)
+        _print_table(import_arviz().summary(idata, var_names=args.var or None))
+        return 0
+    stored = read_summary(args.store)
+    if stored is None:
+        print(
+            f"{args.store} holds no streamed summary (the run is unfinished, or it ran "
+            "with default_stats=False); `sluice summary --arviz` computes one from its draws",
+            file=sys.stderr,
+        )
+        return 1
+    result, draws = stored
+    if args.var:
+        unknown = sorted(set(args.var) - set(result["mean"]))
+        if unknown:
+            raise SystemExit(f"--var: no quantity {unknown} in {args.store}; it has "
+                             f"{sorted(result['mean'])}")  # fmt: skip
+        result = {k: {n: v[n] for n in args.var} if isinstance(v, dict) else v
+                  for k, v in result.items()}  # fmt: skip
+    _print_table(summary_table(result))
+    print(f"\nstreamed over {draws} draws per chain (no draws read; --arviz reads them)")
     return 0
 
 
@@ -112,6 +134,28 @@ def _plot_quietly(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
 
     import sluice
+    from sluice.io.store import ZarrSink
+    from sluice.io.stored_summary import read_summary
+    from sluice.runtime.plots import plot_convergence
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stored = read_summary(args.store)
+    if stored is None:
+        print(f"{args.store} holds no streamed summary (unfinished, or default_stats=False)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    result, draws = stored
+    sink = ZarrSink.open_existing(args.store, writable=False)
+    config = sink.description()["config"]
+    plot_convergence(
+        result, chains=config["chains"], draws=sink.kept().get("posterior"),
+        path=out, title=f"{args.store}: {config['chains']} chains x {draws} draws",
+    )  # fmt: skip
+    plt.close("all")
+    print(f"convergence plot: {out}")
+    if not args.trace:
+        return 0
     from sluice.io.arviz import import_arviz
 
     az = import_arviz()
@@ -119,20 +163,19 @@ def _plot_quietly(args: argparse.Namespace) -> int:
     if args.max_draws and idata.posterior.sizes["draw"] > args.max_draws:
         step = -(-idata.posterior.sizes["draw"] // args.max_draws)
         idata = idata.isel(draw=slice(None, None, step), groups="posterior")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     var_names = args.var or None
+    trace = out.with_name(f"{out.stem}-trace{out.suffix or '.png'}")
     az.plot_trace(idata, var_names=var_names, compact=True)
     plt.gcf().suptitle(f"{args.store}: trace")
     plt.tight_layout()
-    plt.savefig(out, dpi=100)
+    plt.savefig(trace, dpi=100)
     plt.close("all")
     rank = out.with_name(f"{out.stem}-rank{out.suffix or '.png'}")
     az.plot_rank(idata, var_names=var_names)
     plt.tight_layout()
     plt.savefig(rank, dpi=100)
     plt.close("all")
-    print(f"trace plot: {out}\nrank plot: {rank}")
+    print(f"trace plot: {trace}\nrank plot: {rank}")
     return 0
 
 
@@ -209,15 +252,27 @@ def build_parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="print the summary table of a store")
     summary.add_argument("store")
     summary.add_argument("--var", action="append", help="only these variables (repeatable)")
+    summary.add_argument(
+        "--arviz", action="store_true", help="compute it with ArviZ from the stored draws"
+    )
     summary.set_defaults(func=_summary)
 
-    plot = sub.add_parser("plot", help="trace and rank plots of a store")
+    plot = sub.add_parser(
+        "plot", help="convergence plot of a store (and --trace: trace and rank plots)"
+    )
     plot.add_argument("store")
     plot.add_argument(
-        "--out", default="trace.png", help="trace plot file; the rank plot goes next to it"
+        "--out", default="convergence.png",
+        help="the convergence plot (R-hat and ESS of every element, the worst ones' ranks)",
+    )  # fmt: skip
+    plot.add_argument(
+        "--trace", action="store_true",
+        help="also ArviZ's trace and rank plots of the stored draws, beside --out",
+    )  # fmt: skip
+    plot.add_argument("--var", action="append", help="--trace: only these variables (repeatable)")
+    plot.add_argument(
+        "--max-draws", type=int, default=2000, help="--trace: thin to at most this many draws"
     )
-    plot.add_argument("--var", action="append", help="only these variables (repeatable)")
-    plot.add_argument("--max-draws", type=int, default=2000, help="thin to at most this many draws")
     plot.set_defaults(func=_plot)
 
     launch = sub.add_parser(

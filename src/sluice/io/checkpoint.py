@@ -25,7 +25,16 @@ import numpy as np
 
 from sluice._version import __version__
 
-__all__ = ["FORMAT", "VERSION", "Checkpoint", "StoreError", "atomic_write", "fsync_directory"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "Checkpoint",
+    "StoreError",
+    "atomic_write",
+    "fsync_directory",
+    "read_record",
+    "write_record",
+]
 
 FORMAT = "sluice-store"
 VERSION = 2  # of the store format; 2: checkpoints in this raw format instead of .npz
@@ -61,7 +70,6 @@ class Checkpoint:
             "stats_ready": self.stats_ready,
             "totals": self.totals,
             "sequence": self.sequence,
-            "leaves": [[np.dtype(x.dtype).str, list(x.shape)] for x in self.carry],
         }
 
     def write_to(self, file: Any) -> None:
@@ -73,22 +81,12 @@ class Checkpoint:
         times larger than a chunk of draws (the statistics' state), so it is
         written straight from the arrays: no archive, no in-memory copy.
         """
-        header = json.dumps(self._meta()).encode()
-        crc = 0
-        file.write(_MAGIC)
-        for part in (len(header).to_bytes(8, "little"), header):
-            file.write(part)
-            crc = zlib.crc32(part, crc)
-        for leaf in self.carry:
-            view = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)  # no copy
-            file.write(view)
-            crc = zlib.crc32(view, crc)
-        file.write(crc.to_bytes(4, "little") + _END)
+        write_record(file, self._meta(), self.carry)
 
     @classmethod
     def from_file(cls, path: Path) -> Checkpoint:
         try:
-            meta, carry = _read_checkpoint(path)
+            meta, carry = read_record(path)
         except Exception as error:  # OS, JSON, length or checksum errors: all mean "damaged"
             raise StoreError(
                 f"the checkpoint {path} is damaged and cannot be read: {error}"
@@ -103,12 +101,31 @@ class Checkpoint:
         )
 
 
+def write_record(file: Any, meta: dict[str, Any], leaves: list[np.ndarray]) -> None:
+    """Write ``meta`` (JSON, with the leaves' dtypes and shapes added) and ``leaves`` to
+    an open binary file in the checked layout of a checkpoint; :func:`read_record`
+    reads it back."""
+    meta = {**meta, "leaves": [[np.dtype(x.dtype).str, list(np.shape(x))] for x in leaves]}
+    header = json.dumps(meta).encode()
+    crc = 0
+    file.write(_MAGIC)
+    for part in (len(header).to_bytes(8, "little"), header):
+        file.write(part)
+        crc = zlib.crc32(part, crc)
+    for leaf in leaves:
+        view = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)  # no copy
+        file.write(view)
+        crc = zlib.crc32(view, crc)
+    file.write(crc.to_bytes(4, "little") + _END)
+
+
 _FIELDS = ("config", "next_iteration", "stats_ready", "carry", "totals", "sequence")
 _MAGIC = b"SLUICECK"
 _END = b"SLUICEND"
 
 
-def _read_checkpoint(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
+def read_record(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The header and leaves of a file :func:`write_record` wrote; any damage raises."""
     data = memoryview(Path(path).read_bytes())
     if len(data) < len(_MAGIC) + 8 + 4 + len(_END) or data[: len(_MAGIC)] != _MAGIC:
         raise ValueError("not a sluice checkpoint file (bad magic or too short)")

@@ -51,6 +51,9 @@ class Sink(Protocol):
 
     def close(self) -> None: ...
 
+    # Optional: ``stop(draws)``, called when ``until`` ends the run after ``draws`` draws
+    # per chain (fewer than the layout's), before ``close``.
+
     def kept(self) -> dict[str, dict[str, Any]] | None:
         """``{group: {name: array (chain, draw, ...)}}`` of the kept draws (arrays or
         lazily read ones that index like NumPy), or ``None`` if it keeps none."""
@@ -81,6 +84,11 @@ class ResumableSink(Sink, Protocol):
 
     def load_checkpoint(self) -> Any | None:
         """The last committed checkpoint (all processes' chains), or ``None``."""
+        ...
+
+    def stop(self, draws: int, process: int = 0) -> None:
+        """``until`` ended the run after ``draws`` draws per chain: process 0 records it
+        and cuts the store to them; then every other process sees the cut store."""
         ...
 
 
@@ -129,6 +137,12 @@ class MemorySink:
         for group, names in chunk.items():
             for name, values in names.items():
                 self.data[group][name][:, start : start + values.shape[1]] = values
+
+    def stop(self, draws: int) -> None:
+        """The run ended after ``draws`` draws per chain (``until``): keep those."""
+        self.data = {
+            g: {k: v[:, :draws] for k, v in names.items()} for g, names in self.data.items()
+        }
 
     def close(self) -> None:
         pass

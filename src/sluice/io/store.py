@@ -342,6 +342,42 @@ class ZarrSink:
                 f"sluice.resume({str(self.path)!r}) continues from it",
             ) from error
 
+    def stop(self, draws: int, process: int = 0) -> None:
+        """Record that the run ended, converged, after ``draws`` draws per chain (of the
+        ``draws`` it was given): the commit record says so, atomically, then the arrays
+        are cut to those draws (a crash in between leaves a store that reads the same:
+        readers cut to the committed draws). Process 0 does both; the others, after it,
+        reopen the cut arrays."""
+        if process != 0:
+            fresh = ZarrSink.open_existing(self.path, writable=False)
+            self._arrays = fresh._arrays
+            return
+        record = self._commit_record()
+        if record is None or record["next_iteration"] - self._config_of_disk()["warmup"] != draws:
+            raise StoreError(f"{self.path}: cannot mark {draws} draws per chain as the end")
+        record = {k: v for k, v in record.items() if k != "crc32"}
+        record["stopped"] = int(draws)
+        record["crc32"] = _record_crc(record)
+        try:
+            atomic_write(self.path / COMMIT, json.dumps(record).encode())
+        except OSError as error:
+            raise StoreWriteError(
+                error.errno, f"could not record the end of the run in {self.path}: {error}"
+            ) from error
+        with _quiet_zarr():
+            for group, names in self._arrays.items():
+                for name, array in names.items():
+                    array.resize((array.shape[0], draws, *array.shape[2:]))
+                    _fsync_file(self.path / group / name / "zarr.json")
+                self._root[group]["draw"].resize((draws,))
+                _fsync_file(self.path / group / "draw" / "zarr.json")
+
+    def stopped(self) -> int | None:
+        """Draws per chain where ``until`` ended the run, if it did."""
+        record = self._commit_record()
+        value = None if record is None else record.get("stopped")
+        return value if isinstance(value, int) else None
+
     def close(self) -> None:
         """Release the store's lock (the run is over, or failed)."""
         self._lock.release()
@@ -470,6 +506,8 @@ class ZarrSink:
             done = self.draws_done()
         except StoreError as error:
             return f"damaged: {error}"
+        if self.stopped() is not None:
+            return f"complete: converged after {done} of at most {total} draws per chain"
         return "complete" if done == total else f"{done} of {total} draws per chain so far"
 
     def _config_of_disk(self) -> dict[str, Any]:
@@ -553,13 +591,14 @@ def open_datatree(path: str | os.PathLike, *, partial: bool = True) -> Any:
     if not _is_sluice_store(path):
         raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
     sink = ZarrSink.open_existing(path, writable=False)
-    total = sink.description()["config"]["draws"]
+    allocated = sink.description()["config"]["draws"]
     done = sink.draws_done()
+    total = done if sink.stopped() is not None else allocated  # converged early: complete
     if done < total and not partial:
         raise StoreError(f"{path} holds an unfinished run ({done}/{total} draws per chain)")
     with _quiet_zarr():
         tree = xr.open_datatree(path, engine="zarr", consolidated=False, zarr_format=3, mode="r")
-    if done < total:
+    if done < allocated:  # the arrays are allocated for every draw the run was given
         tree = tree.isel(draw=slice(0, done), missing_dims="ignore")
     return tree
 

@@ -40,7 +40,7 @@ from jax.sharding import Mesh, PartitionSpec
 from sluice._jax import random
 from sluice.mcmc.kernel import Kernel
 from sluice.model import FlatModel
-from sluice.stats.base import Statistic
+from sluice.stats.base import Statistic, block_update
 
 __all__ = ["ChainCarry", "ChunkCounters", "ChunkProgram", "RunKeys", "sample_stats_shapes"]
 
@@ -71,6 +71,7 @@ class ChainCarry(NamedTuple):
     adaptation: Any  # the kernel's warmup state; frozen during sampling
     params: Any  # the kernel's tuned parameters (NUTS: step size, inverse mass matrix)
     stats: Any  # state of the run's Statistic
+    pilot: Any = None  # the last Statistic.pilot warmup draws (None when it asks for none)
 
 
 class ChunkCounters(NamedTuple):
@@ -132,7 +133,13 @@ class ChunkProgram:
         kstate = self.kernel.init(position, logdensity)
         astate, num_grads = warmup.init(jax.random.fold_in(keys.init, chain_id), kstate, logdensity)
         params = warmup.params(astate)
-        carry = ChainCarry(kstate, astate, params, self.statistic.init(example))
+        p = self.statistic.pilot
+        pilot = None
+        if p:  # the last p warmup draws fill it (the initial draw where warmup is shorter)
+            first = self.flat_model.draws_fn(consts, position)
+            pilot = jax.tree.map(lambda x: jnp.broadcast_to(x, (p, *x.shape)), first)
+        stats = self.statistic.init(pilot if p else example)
+        carry = ChainCarry(kstate, astate, params, stats, pilot)
         return carry, num_grads + 1  # and the initial point's gradient
 
     def _record(self, consts: Any, position: jax.Array, stats: dict) -> dict[str, dict]:
@@ -196,14 +203,29 @@ class ChunkProgram:
                 adapt_,
                 (carry.adaptation, carry.params, jnp.int32(0)),
             )
-            statistics = jax.lax.fori_loop(
-                0,
-                jnp.where(warming, never, once),
-                lambda _, s: self.statistic.update(
-                    s, self.flat_model.draws_fn(consts, kstate.position)
-                ),
-                carry.stats,
-            )
+            statistics = carry.stats
+            if self.statistic.update_block is None:  # else updated once per chunk (_loop)
+                statistics = jax.lax.fori_loop(
+                    0,
+                    jnp.where(warming, never, once),
+                    lambda _, s: self.statistic.update(
+                        s, self.flat_model.draws_fn(consts, kstate.position)
+                    ),
+                    statistics,
+                )
+            pilot = carry.pilot
+            if pilot is not None:  # the last `pilot` warmup draws, for the statistics' init
+                p = self.statistic.pilot
+                row = i - (num_warmup - p)
+                in_window = warming & (row >= 0)
+
+                def keep(_, buf):
+                    draw = self.flat_model.draws_fn(consts, kstate.position)
+                    return jax.tree.map(
+                        lambda b, x: jax.lax.dynamic_update_index_in_dim(b, x, row, 0), buf, draw
+                    )
+
+                pilot = jax.lax.fori_loop(0, jnp.where(in_window, once, never), keep, pilot)
             record = None
             if self.record:
                 shape = jax.eval_shape(self._record, consts, kstate.position, stats)
@@ -218,7 +240,9 @@ class ChunkProgram:
                 (stats["diverging"] & sampling).astype(jnp.int32),
                 jnp.where(sampling, stats["acceptance_rate"], 0).astype(jnp.float32),
             )
-            return ChainCarry(kstate, astate, params, statistics), counters, record
+            if self._block_rows and not self.record:  # the draws the statistics see
+                record = {"posterior": self.flat_model.draws_fn(consts, kstate.position)}
+            return ChainCarry(kstate, astate, params, statistics, pilot), counters, record
 
         return step
 
@@ -233,9 +257,11 @@ class ChunkProgram:
             *(jax.ShapeDtypeStruct((), t) for t in (jnp.int32, jnp.int32, jnp.float32))
         )
         record = None
+        x = jax.ShapeDtypeStruct(position.shape, position.dtype)
         if self.record:
-            x = jax.ShapeDtypeStruct(position.shape, position.dtype)
             record = jax.eval_shape(self._record, consts, x, self.kernel.stats_shapes(x.dtype))
+        elif self._block_rows:
+            record = {"posterior": jax.eval_shape(self.flat_model.draws_fn, consts, x)}
         return counters, record
 
     def _loop(self, consts, carry: ChainCarry, start, stop, num_warmup, step: Callable):
@@ -268,7 +294,24 @@ class ChunkProgram:
                 )
             return carry, jax.tree.map(jnp.add, totals, counters), out
 
-        return jax.lax.fori_loop(start, end, body, (carry, zero, buffers))
+        carry, totals, out = jax.lax.fori_loop(start, end, body, (carry, zero, buffers))
+        if self._block_rows:  # the chunk's draws, at once (a 0/1-trip loop: no copy)
+            update = block_update(self.statistic)
+            stats = jax.lax.fori_loop(
+                0,
+                jnp.where(warming, 0, 1),
+                lambda _, s: update(s, out["posterior"], end - start),
+                carry.stats,
+            )
+            carry = carry._replace(stats=stats)
+            if not self.record:
+                out = None
+        return carry, totals, out
+
+    @property
+    def _block_rows(self) -> bool:
+        """Whether the statistics take a chunk's draws at once (``update_block``)."""
+        return self.statistic.update_block is not None
 
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
         """One chunk of one chain (batched over chains by ``lax.map`` or ``vmap``)."""

@@ -17,6 +17,7 @@ from typing import Any
 from sluice._checks import check_count, check_int
 from sluice.mcmc.kernel import Kernel
 from sluice.mcmc.kernels import get_kernel, kernel_from_config
+from sluice.runtime.until import Converged
 
 __all__ = ["CHAIN_METHODS", "RunConfig"]
 
@@ -46,6 +47,9 @@ class RunConfig:
         ``True``, ``False`` or ``"auto"`` (resolved by the plan from the sink).
     statistics
         Names of the run's streaming statistics (set by the plan).
+    until
+        A :class:`~sluice.runtime.until.Converged` to stop at the first chunk
+        where every element meets its targets (``draws`` the most), or ``None``.
     """
 
     chains: int = 4
@@ -58,6 +62,7 @@ class RunConfig:
     seed: int = 0
     default_stats: bool | str = "auto"
     statistics: tuple[str, ...] = ()
+    until: Converged | None = None
 
     def __post_init__(self) -> None:
         check_count("chains", self.chains)
@@ -81,6 +86,8 @@ class RunConfig:
             raise TypeError(
                 f"default_stats must be True, False or 'auto', got {self.default_stats!r}"
             )
+        if self.until is not None and not isinstance(self.until, Converged):
+            raise TypeError(f"until must be sluice.converged(...) or None, got {self.until!r}")
         if not isinstance(self.kernel, Kernel):
             object.__setattr__(self, "kernel", get_kernel(self.kernel))
         for name in ("chains", "draws", "warmup", "seed"):  # numpy integers become ints
@@ -104,6 +111,7 @@ class RunConfig:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["kernel"] = self.kernel.to_config()
         out["statistics"] = sorted(self.statistics)
+        out["until"] = None if self.until is None else self.until.to_json()
         del out["num_chunks"]  # resolved into chunk_size
         return json.loads(json.dumps(out))
 
@@ -117,6 +125,7 @@ class RunConfig:
             raise ValueError(f"a run config has no setting(s) {unknown}")
         data["kernel"] = kernel_from_config(data["kernel"])
         data["statistics"] = tuple(data.get("statistics", ()))
+        data["until"] = Converged.from_json(data.get("until"))
         return cls(**data)
 
     @staticmethod
@@ -126,4 +135,6 @@ class RunConfig:
             return get_kernel(value).to_config()
         if name == "statistics":
             return sorted(value)
+        if name == "until":
+            return None if value is None else value.to_json()
         return json.loads(json.dumps(value))

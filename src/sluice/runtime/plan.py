@@ -68,7 +68,12 @@ class Plan:
             raise TypeError(f"stats must be a dict of sluice.stats.Statistic, got {stats!r}")
         default_stats = config.default_stats
         if default_stats == "auto":
-            default_stats = not isinstance(sink, MemorySink)
+            default_stats = config.until is not None or not isinstance(sink, MemorySink)
+        if config.until is not None and not default_stats:
+            raise ValueError(
+                "until=sluice.converged(...) reads the default summary statistics: "
+                "pass default_stats=True (or leave it 'auto')"
+            )
         statistics = dict(stats or {})
         if default_stats:
             if DEFAULT_STATISTIC in statistics:
@@ -76,7 +81,6 @@ class Plan:
                     f"stats={{{DEFAULT_STATISTIC!r}: ...}} clashes with the default summary "
                     f"statistics; rename it or pass default_stats=False"
                 )
-            statistics = {DEFAULT_STATISTIC: _stats.summary_statistics(config.draws), **statistics}
 
         model = as_model(model, init)
         flat = model.flatten()
@@ -102,6 +106,11 @@ class Plan:
             process_index=topology.process_index,
         )
         chunk = _resolve_chunk_size(config, layout, chains_per_device)
+        if default_stats:
+            statistics = {
+                DEFAULT_STATISTIC: default_statistic(config, flat.dim, chunk),
+                **statistics,
+            }
         config = config.replace(
             chunk_size=chunk,
             num_chunks=None,
@@ -199,6 +208,20 @@ def _resolve_chunk_size(config: RunConfig, layout: Layout, chains_per_device: in
     by_memory = max(1, budget // max(1, chains_per_device * bytes_per_draw(layout)))
     by_progress = max(1, math.ceil(draws / 10))
     return int(min(by_memory, by_progress))
+
+
+PILOT_BUDGET_BYTES = 256 * 2**20  # the pooled pilot draws of the default statistics, at most
+
+
+def default_statistic(config: RunConfig, dim: int, chunk: int) -> Statistic:
+    """The default summary statistics of a run: :func:`sluice.stats.streaming.summary`
+    with the run's chunk geometry and a pilot of up to 128 final warmup draws per chain
+    (fewer for a model so large that they would pass :data:`PILOT_BUDGET_BYTES`)."""
+    from sluice.stats import streaming
+
+    by_memory = PILOT_BUDGET_BYTES // max(1, 4 * config.chains * dim)
+    pilot = int(max(1, min(128, config.warmup, max(16, by_memory))))
+    return streaming.summary(config.draws, chunk_size=chunk, pilot=pilot)
 
 
 def bytes_per_draw(layout: Layout) -> int:

@@ -44,6 +44,8 @@ def format_fields(fields: dict[str, Any]) -> str:
         parts.append(f"max R-hat {fields['max_r_hat']:.3f}")
     if fields.get("min_ess") is not None:
         parts.append(f"min ESS {fields['min_ess']:,.0f}")
+    if fields.get("max_mcse") is not None:
+        parts.append(f"max MCSE {fields['max_mcse']:.3g}")
     return ", ".join(parts)
 
 

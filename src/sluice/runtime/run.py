@@ -33,6 +33,7 @@ class RunInfo:
     step_size: np.ndarray | None = None  # HMC family: the tuned step size of each chain
     inverse_mass_matrix: np.ndarray | None = None  # and its inverse mass matrix
     _sum_acceptance: float = 0.0
+    converged_at: int | None = None  # draws per chain where ``until`` stopped the run
 
     @property
     def chains(self) -> int:
@@ -44,7 +45,8 @@ class RunInfo:
 
     @property
     def draws(self) -> int:
-        return self.config.draws
+        """Draws per chain: the setting, or fewer where ``until`` stopped the run."""
+        return self.config.draws if self.converged_at is None else self.converged_at
 
     @property
     def chunk_size(self) -> int:
@@ -259,6 +261,41 @@ class Run:
             self._finalize(self._summary_key), interval=interval, round_to=round_to
         )
         return table.rename(index=_arviz_labels(self.model, self._finalize(self._summary_key)))
+
+    def plot(self, path: str | None = None, *, worst: int = 4) -> Any:
+        """The convergence picture of every element, from the streamed statistics alone
+        (also with ``sink=None``): histograms of R-hat and bulk/tail ESS with their
+        thresholds, the ``worst`` elements, and their rank plots where draws are kept.
+        See :func:`sluice.runtime.plots.plot_convergence`; returns the Figure."""
+        from sluice.io.arviz import import_arviz
+        from sluice.runtime.plots import plot_convergence
+
+        kept = self.sink.kept()
+        if self._summary_key is not None:
+            result = self._finalize(self._summary_key)
+        elif kept is not None:  # no streamed statistics: ArviZ's on the kept draws
+            az = import_arviz()
+            posterior = self.to_arviz().posterior
+            ess_bulk, ess_tail = az.ess(posterior, method="bulk"), az.ess(posterior, method="tail")
+            r_hat = az.rhat(posterior)
+            result = {
+                "mean": {n: np.asarray(v.mean(("chain", "draw"))) for n, v in posterior.items()},
+                "r_hat": {n: np.asarray(r_hat[n]) for n in posterior},
+                "ess_bulk": {n: np.asarray(ess_bulk[n]) for n in posterior},
+                "ess_tail": {n: np.asarray(ess_tail[n]) for n in posterior},
+            }
+        else:
+            raise ValueError(
+                "run.plot() needs the default statistics or kept draws; this run has "
+                "neither (sink=None with default_stats=False)"
+            )
+        return plot_convergence(
+            result,
+            chains=self.info.chains,
+            draws=None if kept is None else kept.get("posterior"),
+            worst=worst,
+            path=path,
+        )
 
     def __repr__(self) -> str:
         i = self.info

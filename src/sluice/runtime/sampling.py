@@ -22,6 +22,7 @@ from sluice.runtime.config import RunConfig
 from sluice.runtime.plan import Plan
 from sluice.runtime.run import Run
 from sluice.runtime.session import Session, open_sink
+from sluice.runtime.until import Converged
 from sluice.stats.base import Statistic
 
 __all__ = ["resume", "sample"]
@@ -45,6 +46,7 @@ def sample(
     sink: Any = "memory",
     stats: dict[str, Statistic] | None = None,
     default_stats: bool | str = "auto",
+    until: Converged | None = None,
     progress: bool = True,
     devices: list[jax.Device] | None = None,
 ) -> Run:
@@ -94,15 +96,21 @@ def sample(
         device for every draw, in order; merged over chains in ``run.stats``,
         per chain in ``run.stats_per_chain``. See :mod:`sluice.stats`.
     default_stats
-        Also compute ``sluice.stats.summary_statistics(draws)`` as
-        ``run.stats["summary"]``: means, sd, intervals, MCSE, ESS and R-hat
-        of every recorded quantity, streamed on the device; ``run.summary()``
-        is then built from it, whatever the sink. ``"auto"`` (default): on
-        unless the draws are kept in memory (``sink="memory"``), where
-        ``run.summary()`` runs ArviZ on them instead: exact, and it saves the
-        statistics' compile time (seconds: it dominates a small model's run).
-        With ``sink=None`` the streaming statistics are the only summary
-        there is.
+        Also compute :func:`sluice.stats.streaming.summary` as
+        ``run.stats["summary"]``: mean, sd, quantiles, HDI, MCSE, bulk and
+        tail ESS and R-hat of every element of every recorded quantity,
+        streamed on the device; ``run.summary()`` is then built from it,
+        whatever the sink. ``"auto"`` (default): on unless the draws are kept
+        in memory (``sink="memory"``) and ``until`` is not given, where
+        ``run.summary()`` runs ArviZ on the draws instead. With ``sink=None``
+        the streaming statistics are the only summary there is.
+    until
+        ``sluice.converged(ess_bulk=..., ess_tail=..., r_hat=..., mcse_mean=...)``:
+        stop at the first chunk boundary where every element meets every
+        target; ``draws`` is then the most draws per chain, and
+        ``run.info.draws`` the number taken. The draws kept are the first ones
+        of the same run without ``until``. The progress line shows the worst
+        values so far.
     progress
         Show a progress bar per phase (only on a terminal, only on process 0).
     devices
@@ -139,6 +147,7 @@ def sample(
         chain_method=chain_method,
         seed=seed,
         default_stats=default_stats,
+        until=until,
     )
     plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
     try:

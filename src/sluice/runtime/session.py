@@ -28,6 +28,8 @@ import numpy as np
 from sluice._jax import compile as programs
 from sluice.io.checkpoint import Checkpoint
 from sluice.io.sinks import MemorySink, ResumableSink, Sink
+from sluice.io.store import ZarrSink
+from sluice.io.stored_summary import write_summary
 from sluice.mcmc.kernel import KernelParams
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
@@ -37,6 +39,22 @@ from sluice.runtime.progress import ChunkProgress
 from sluice.runtime.run import Run, RunInfo
 
 __all__ = ["Session", "open_sink"]
+
+
+def _until_fields(worst: dict[str, float] | None) -> dict[str, float]:
+    """The progress line's fields for the worst values of ``until``'s quantities."""
+    if not worst:
+        return {}
+    out = {}
+    if "r_hat" in worst:
+        out["max_r_hat"] = worst["r_hat"]
+    ess = [worst[k] for k in ("ess_bulk", "ess_tail") if k in worst]
+    if ess:
+        out["min_ess"] = min(ess)
+    if "mcse_mean" in worst:
+        out["max_mcse"] = worst["mcse_mean"]
+    return out
+
 
 # Sampling phases holding at least this much (carries and two chunks of outputs)
 # wait for the statistics' background compile before they start.
@@ -64,6 +82,7 @@ class Session:
         self.progress = progress and plan.topology.is_main
         self.checkpointing = isinstance(sink, ResumableSink)
         self.info = RunInfo(plan.config, num_devices=len(plan.topology.devices))
+        self.worst: dict[str, float] | None = None  # `until`'s quantities at the last chunk
         slots = self.topology.local_slots
         self.chain_ids = self.topology.put_local(np.arange(slots.start, slots.stop, dtype=np.int32))
         self.schedule = plan.config.kernel.warmup().schedule(plan.config.warmup)
@@ -105,10 +124,16 @@ class Session:
         if self._precompiling or not p.statistics:
             return
         self._precompiling = True
-        position = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
         key, start = self._stats_start()
+        example: Any = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
+        pilot = p.program.statistic.pilot
+        if pilot:
+            example = jax.tree.map(
+                lambda s: jax.ShapeDtypeStruct((self.config.chains * pilot, *s.shape), s.dtype),
+                p.flat.draw_shapes(),
+            )
         self._precompile_thread = run_statistics.precompile(
-            p.statistics, key, start, (p.flat.consts, position)
+            p.statistics, key, start, (p.flat.consts, example)
         )
 
     def _await_precompile(self) -> None:
@@ -337,16 +362,69 @@ class Session:
                     self.sink.write(start - warmup, _trim(host, stop - start))
                 self.iteration = stop
                 self._save(carry, stop)
+                if c.until is not None:
+                    self.worst = self._convergence()
                 if bar.enabled:  # (the chunk's carry may be donated: params read before)
                     fields = {**self._fields(counters, None, stop - start), **step}
+                    fields.update(_until_fields(self.worst))
                     bar.advance(stop - start, divergent=self.info.num_divergent, **fields)
                 else:
                     bar.advance(stop - start)
 
-            pipelined(range(self.iteration, end, chunk), dispatch, finish)
+            if c.until is None:
+                pipelined(range(self.iteration, end, chunk), dispatch, finish)
+            else:  # one chunk at a time: the statistics decide before the next is drawn
+                if self.iteration > warmup:  # resumed: decide on the restored statistics
+                    self.worst = self._convergence()
+                while self.iteration < end and not (self.worst and c.until.met(self.worst)):
+                    finish(self.iteration, dispatch(self.iteration))
+                self._stop_early(end)
         jax.block_until_ready(self.carry)
         self._timed("sampling_seconds", t0, c0)
         return self._finish()
+
+    def _convergence(self) -> dict[str, float]:
+        """The worst value of each ``until`` target over all elements, from the default
+        statistics merged over every chain (the same on every process: process 0's
+        decision is the one every process takes)."""
+        p, t = self.plan, self.topology
+        name = p.summary_key
+        states = jax.tree.map(
+            lambda x: x[: self.config.chains], t.allgather(t.local(self.carry.stats))
+        )
+        statistic = p.statistics[name]
+        per_chain = [
+            jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
+        ]
+        summary = run_statistics.finalize(
+            statistic, run_statistics.merge_chains(statistic, per_chain)
+        )
+        worst = self.config.until.progress(summary)
+        if t.multiprocess:
+            keys = sorted(worst)
+            values = t.broadcast_from_main(np.asarray([worst[k] for k in keys], np.float64))
+            worst = dict(zip(keys, (float(v) for v in np.asarray(values)), strict=True))
+        return worst
+
+    def _stop_early(self, end: int) -> None:
+        """Record where ``until`` stopped the run (the sink keeps that many draws)."""
+        if self.iteration >= end:
+            return
+        done = self.iteration - self.config.warmup
+        self.info.converged_at = done
+        self.info.mean_acceptance = self.info._sum_acceptance / (self.config.chains * done)
+        t = self.topology
+        if isinstance(self.sink, ResumableSink):  # a shared store: process 0 cuts it first
+            if t.is_main:
+                self.sink.stop(done, 0)
+            t.barrier("stopped")
+            if not t.is_main:
+                self.sink.stop(done, t.process_index)
+        else:  # (``stop`` is optional for a plain sink)
+            stop = getattr(self.sink, "stop", None)
+            if stop is not None:
+                stop(done)
+            t.barrier("stopped")
 
     def _start_statistics(self) -> None:
         """Initialise the statistics from the final warmup draw of chain 0 (same on all chains)."""
@@ -354,9 +432,14 @@ class Session:
         if not p.statistics:  # nothing to start (the carry's statistics are an empty dict)
             self.stats_ready = True
             return
-        position = t.broadcast_from_main(self.topology.local(self.carry.kernel.position)[0])
         key, start = self._stats_start()
-        states = programs.call(key, start, p.flat.consts, np.asarray(position))
+        if p.program.statistic.pilot:  # every real chain's last warmup draws, pooled
+            chains = self.config.chains
+            rows = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.pilot)))
+            example = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), rows)
+        else:
+            example = np.asarray(t.broadcast_from_main(t.local(self.carry.kernel.position)[0]))
+        states = programs.call(key, start, p.flat.consts, example)
         self.carry = self.carry._replace(stats=t.put_local(jax.device_get(states)))
         self.stats_ready = True
 
@@ -379,11 +462,11 @@ class Session:
         if info.num_divergent and t.is_main:
             warnings.warn(
                 f"{info.num_divergent} divergent transitions after warmup "
-                f"({info.num_divergent / (chains * self.config.draws):.1%} of draws); consider "
+                f"({info.num_divergent / (chains * info.draws):.1%} of draws); consider "
                 "a larger target_accept or reparameterising the model",
                 stacklevel=4,
             )
-        return Run(
+        run = Run(
             model=p.model,
             sink=self.sink,
             info=info,
@@ -392,6 +475,10 @@ class Session:
             local_chains=local_chains,
             summary_key=p.summary_key,
         )
+        if isinstance(self.sink, ZarrSink) and p.summary_key is not None and t.is_main:
+            # the streamed summary beside the draws: `sluice summary` reads no draws
+            write_summary(self.sink, run._finalize(p.summary_key), info.draws)
+        return run
 
     def _gather_kept_draws(self) -> None:
         """Every process's chains into every process's memory sink, so that every

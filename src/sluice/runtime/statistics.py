@@ -27,11 +27,15 @@ __all__ = ["finalize", "merge_chains", "precompile", "start_program"]
 
 
 def start_program(flat: FlatModel, statistic: Statistic, slots: int) -> tuple[tuple, Callable]:
-    """``(key, start)`` with ``start(consts, position)`` every slot's initial state: all
-    slots start from the same example draw, the constrained ``position``."""
+    """``(key, start)`` with ``start(consts, example)`` every slot's initial state: all
+    slots start from the same example, the position of chain 0 (constrained here) or,
+    for a statistic with a pilot, the pooled pilot draws (already constrained)."""
 
-    def start(consts: Any, position: jax.Array) -> Any:
-        state = statistic.init(flat.draws_fn(consts, position))
+    def start(consts: Any, example: Any) -> Any:
+        if statistic.pilot:
+            state = statistic.init(example)
+        else:
+            state = statistic.init(flat.draws_fn(consts, example))
         return jax.tree.map(lambda x: jnp.broadcast_to(x, (slots, *x.shape)), state)
 
     return ("statistics.start", flat.fingerprint, statistic.cache_key, slots), start

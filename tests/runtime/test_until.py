@@ -1,0 +1,123 @@
+"""``until=sluice.converged(...)``: stop at the first chunk boundary where every element
+meets every target; the draws kept are the prefix of the uninterrupted run."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sluice
+from sluice.io.arviz import import_arviz
+from sluice.io.store import StoreError, ZarrSink
+
+SETTINGS = dict(chains=2, warmup=100, draws=1000, chunk_size=50, seed=5)
+TARGET = sluice.converged(ess_bulk=300, r_hat=1.05)
+
+
+def model() -> sluice.Model:
+    scales = jnp.array([1.0, 3.0, 0.3])
+    return sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2), init={"x": jnp.zeros(3)})
+
+
+@pytest.fixture(scope="module")
+def full():
+    """The same seed run to the end, without a target."""
+    return sluice.sample(model(), progress=False, **SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def stopped():
+    return sluice.sample(model(), until=TARGET, progress=False, **SETTINGS)
+
+
+def test_stops_at_a_chunk_boundary_with_the_prefix_of_the_full_run(full, stopped):
+    n = stopped.info.draws
+    assert n == stopped.info.converged_at
+    assert 0 < n < SETTINGS["draws"] and n % SETTINGS["chunk_size"] == 0
+    assert stopped.draws["x"].shape == (2, n, 3)
+    np.testing.assert_array_equal(stopped.draws["x"], full.draws["x"][:, :n])
+    assert full.info.converged_at is None and full.info.draws == SETTINGS["draws"]
+
+
+def test_the_stop_is_where_arviz_says_the_targets_are_met(stopped, full):
+    """ArviZ on the kept draws meets the targets (within the streamed ESS's accuracy,
+    15%), and ArviZ on one chunk fewer does not exceed them by more than that."""
+    az = import_arviz()
+    n = stopped.info.draws
+
+    def arviz(x, f, **kw):
+        return [float(f(np.asarray(x)[..., i], **kw)) for i in range(x.shape[-1])]
+
+    assert min(arviz(stopped.draws["x"], az.ess, method="bulk")) >= 0.85 * TARGET.ess_bulk
+    assert max(arviz(stopped.draws["x"], az.rhat)) <= TARGET.r_hat
+    before = full.draws["x"][:, : n - SETTINGS["chunk_size"]]
+    assert min(arviz(before, az.ess, method="bulk")) <= 1.15 * TARGET.ess_bulk
+    table = stopped.summary(round_to="none")
+    assert (table["ess_bulk"] >= TARGET.ess_bulk).all()  # what the decision read
+
+
+def test_the_store_is_marked_stopped_and_reads_as_complete(tmp_path, stopped):
+    path = tmp_path / "run.zarr"
+    run = sluice.sample(model(), sink=ZarrSink(path), until=TARGET, progress=False, **SETTINGS)
+    n = stopped.info.draws
+    assert run.info.draws == n
+    sink = ZarrSink.open_existing(path, writable=False)
+    assert sink.stopped() == n
+    idata = sluice.open(path, partial=False)  # complete: no "unfinished run" error
+    assert idata.posterior.sizes["draw"] == n
+    np.testing.assert_array_equal(idata.posterior["x"].values, stopped.draws["x"])
+    with pytest.raises(FileExistsError):
+        sluice.sample(model(), sink=ZarrSink(path), until=TARGET, progress=False, **SETTINGS)
+
+
+def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, stopped):
+    path = tmp_path / "run.zarr"
+
+    class Crash(ZarrSink):
+        writes = 0
+
+        def write(self, start, chunk):
+            Crash.writes += 1
+            if Crash.writes == 3:
+                raise KeyboardInterrupt
+            super().write(start, chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(model(), sink=Crash(path), until=TARGET, progress=False, **SETTINGS)
+    assert ZarrSink.open_existing(path, writable=False).stopped() is None
+    resumed = sluice.resume(path, model(), progress=False)
+    assert resumed.info.converged_at == stopped.info.draws
+    np.testing.assert_array_equal(resumed.draws["x"][...], stopped.draws["x"])
+    assert ZarrSink.open_existing(path, writable=False).stopped() == stopped.info.draws
+
+
+def test_until_needs_the_default_statistics():
+    with pytest.raises(ValueError, match="until"):
+        sluice.sample(model(), until=TARGET, default_stats=False, progress=False, **SETTINGS)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({}, ValueError, "at least one target"),
+        ({"ess_bulk": -1}, ValueError, "ess_bulk must be a positive"),
+        ({"r_hat": 1.0}, ValueError, "r_hat must be above 1"),
+        ({"mcse_mean": "small"}, TypeError, "mcse_mean must be a number"),
+    ],
+)
+def test_bad_targets_name_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        sluice.converged(**kwargs)
+
+
+def test_until_must_be_converged():
+    with pytest.raises(TypeError, match=r"until must be sluice\.converged"):
+        sluice.sample(model(), until={"ess_bulk": 400}, progress=False, **SETTINGS)
+
+
+def test_stopped_marker_refuses_a_wrong_count(tmp_path, stopped):
+    path = tmp_path / "run.zarr"
+    sluice.sample(model(), sink=ZarrSink(path), until=TARGET, progress=False, **SETTINGS)
+    sink = ZarrSink.open_existing(path)
+    with pytest.raises(StoreError, match="cannot mark"):
+        sink.stop(stopped.info.draws + SETTINGS["chunk_size"])
+    sink.close()
