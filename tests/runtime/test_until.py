@@ -9,7 +9,7 @@ import sluice
 from sluice.io.arviz import import_arviz
 from sluice.io.store import StoreError, ZarrSink
 
-SETTINGS = dict(chains=2, warmup=100, draws=1000, chunk_size=50, seed=5)
+SETTINGS = dict(chains=2, warmup=100, draws=500, chunk_size=50, seed=5)
 TARGET = sluice.converged(ess_bulk=300, r_hat=1.05)
 
 
@@ -55,9 +55,15 @@ def test_the_stop_is_where_arviz_says_the_targets_are_met(stopped, full):
     assert (table["ess_bulk"] >= TARGET.ess_bulk).all()  # what the decision read
 
 
-def test_the_store_is_marked_stopped_and_reads_as_complete(tmp_path, stopped):
-    path = tmp_path / "run.zarr"
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("until") / "run.zarr"
     run = sluice.sample(model(), sink=ZarrSink(path), until=TARGET, progress=False, **SETTINGS)
+    return path, run
+
+
+def test_the_store_is_marked_stopped_and_reads_as_complete(store, stopped):
+    path, run = store
     n = stopped.info.draws
     assert run.info.draws == n
     sink = ZarrSink.open_existing(path, writable=False)
@@ -114,9 +120,8 @@ def test_until_must_be_converged():
         sluice.sample(model(), until={"ess_bulk": 400}, progress=False, **SETTINGS)
 
 
-def test_stopped_marker_refuses_a_wrong_count(tmp_path, stopped):
-    path = tmp_path / "run.zarr"
-    sluice.sample(model(), sink=ZarrSink(path), until=TARGET, progress=False, **SETTINGS)
+def test_stopped_marker_refuses_a_wrong_count(store, stopped):
+    path, _ = store
     sink = ZarrSink.open_existing(path)
     with pytest.raises(StoreError, match="cannot mark"):
         sink.stop(stopped.info.draws + SETTINGS["chunk_size"])

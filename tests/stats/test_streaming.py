@@ -233,6 +233,23 @@ def test_per_draw_equals_per_chunk_and_merge_laws():
     assert_trees_close(fin(merge(per_chunk[0], empty)), fin(per_chunk[0]), rtol=1e-6, atol=1e-7)
 
 
+def test_quantiles_read_in_blocks_of_elements_equal_all_at_once(monkeypatch):
+    """A million elements' HDI search runs over blocks of elements (memory): the same
+    values (float32 rounding aside)."""
+    from sluice.stats import streaming_readout
+
+    pilot, x = _data()
+    sel = slice(0, 10)
+    s = streaming.summary(200, chunk_size=100)
+    states = _states(x[:, :200, sel], pilot[:, sel], 200, 100, 200)
+    merged = functools.reduce(s.merge, states)
+    whole = s.finalize(merged)
+    monkeypatch.setattr(streaming_readout, "BLOCK", 4)  # 10 elements: blocks of 4, padded
+    blocked = s.finalize(merged)
+    for key in ("quantiles", "hdi"):  # the same arithmetic, vectorized otherwise: ulps apart
+        np.testing.assert_allclose(blocked[key]["x"], whole[key]["x"], rtol=1e-6, atol=1e-7)
+
+
 def test_an_update_out_of_order_poisons_the_result():
     pilot, x = _data()
     s = streaming.summary(200, chunk_size=100)

@@ -439,8 +439,15 @@ class Session:
             example = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), rows)
         else:
             example = np.asarray(t.broadcast_from_main(t.local(self.carry.kernel.position)[0]))
+        # the carry's placeholder states go first: a million-element model's states are
+        # gigabytes, and a copy too many is what runs out of memory
+        self.carry = self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats))
         states = programs.call(key, start, p.flat.consts, example)
-        self.carry = self.carry._replace(stats=t.put_local(jax.device_get(states)))
+        if t.multiprocess:
+            states = t.put_local(jax.device_get(states))
+        else:  # already this process's slots: placed without a trip through the host
+            states = t.put(states)
+        self.carry = self.carry._replace(stats=states)
         self.stats_ready = True
 
     def _finish(self) -> Run:

@@ -50,13 +50,17 @@ def _finalize_key(statistic: Statistic) -> tuple:
 
 
 def merge_chains(statistic: Statistic, states: list[Any]) -> Any:
-    """The chains' states merged by a pairwise tree of ``merge`` calls."""
+    """The chains' states merged by a pairwise tree of ``merge`` calls, one merge at a
+    time (each level's results replace its inputs as they come: a million-element
+    model's states are gigabytes)."""
+    states = list(states)
     while len(states) > 1:
-        merged = [
-            programs.call(_merge_key(statistic), statistic.merge, a, b)
-            for a, b in zip(states[::2], states[1::2], strict=False)
-        ]
-        states = merged + ([states[-1]] if len(states) % 2 else [])
+        merged = []
+        while len(states) > 1:
+            a, b = states.pop(0), states.pop(0)
+            merged.append(programs.call(_merge_key(statistic), statistic.merge, a, b))
+            del a, b
+        states = merged + states
     return states[0]
 
 

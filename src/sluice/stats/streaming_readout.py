@@ -311,6 +311,27 @@ def _hdi(counts: jax.Array, edges: jax.Array, prob: float) -> jax.Array:
     )
 
 
+BLOCK = 16384  # elements whose quantiles and HDI are read at once
+
+
+def _by_blocks(fn: Any, *arrays: jax.Array) -> Any:
+    """``fn`` over blocks of :data:`BLOCK` elements (rows) at a time: the HDI's search
+    holds ~20 KB of temporaries per element, 20 GB for a million of them at once."""
+    d = arrays[0].shape[0]
+    if d <= BLOCK:
+        return fn(*arrays)
+    count = -(-d // BLOCK)
+    pad = count * BLOCK - d
+    blocks = tuple(
+        jnp.pad(a, ((0, pad),) + ((0, 0),) * (a.ndim - 1), mode="edge").reshape(
+            count, BLOCK, *a.shape[1:]
+        )
+        for a in arrays
+    )
+    out = jax.lax.map(lambda xs: fn(*xs), blocks)
+    return jax.tree.map(lambda o: o.reshape(count * BLOCK, *o.shape[2:])[:d], out)
+
+
 def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
     """Every output of ``az.summary`` (and more), trees shaped like a draw."""
     state = _close(state, settings)
@@ -385,8 +406,9 @@ def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
     edges = edges.at[:, -1].set(jnp.maximum(edges[:, -2], state.xmax))
     probs = jnp.asarray(settings.probs, dtype)
     hist = state.hist.reshape(-1, settings.buckets)
-    q = _quantile(hist, edges, probs)
-    hdi = _hdi(hist, edges, settings.hdi_prob)
+    q, hdi = _by_blocks(
+        lambda h, e: (_quantile(h, e, probs), _hdi(h, e, settings.hdi_prob)), hist, edges
+    )
     fill = lambda v: jnp.where(  # noqa: E731
         bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
     )
