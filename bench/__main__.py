@@ -5,6 +5,7 @@ From the repository root::
     python -m bench list              # the areas and the commands each runs
     python -m bench all               # run every area, save raw outputs, rewrite BENCHMARKS.md
     python -m bench mcmc latency      # run these areas only (then rewrite BENCHMARKS.md)
+    python -m bench stats-scale/million  # one job of an area
     python -m bench report            # rewrite BENCHMARKS.md from the newest raw outputs
 
 Each job (a bench script at the settings ``BENCHMARKS.md`` reports) runs in
@@ -112,9 +113,11 @@ def run_areas(names: list[str], results: Path, quick: bool) -> bool:
     folder = results / datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
     ok = True
     for name in names:
-        area = areas.area(name)
+        area_name, _, job_name = name.partition("/")
+        area = areas.area(area_name)
         for job in area.jobs:
-            ok &= run_job(area, job, folder, quick, machine)
+            if job_name in ("", job.name):
+                ok &= run_job(area, job, folder, quick, machine)
     print(f"raw outputs in {folder}", file=sys.stderr)
     return ok
 
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"areas: {', '.join(names)}",
     )
-    parser.add_argument("what", nargs="+", metavar="all|list|report|AREA")
+    parser.add_argument("what", nargs="+", metavar="all|list|report|AREA|AREA/JOB")
     parser.add_argument("--quick", action="store_true", help="smoke-test settings")
     parser.add_argument(
         "--results",
@@ -271,10 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     run = names if what == ["all"] else what
-    unknown = [n for n in run if n not in names]
+    jobs = {f"{a.name}/{j.name}" for a in areas.AREAS for j in a.jobs}
+    unknown = [n for n in run if n not in names and n not in jobs]
     if unknown:
         parser.error(
-            f"unknown area(s) {unknown}; choose from all, list, report, {', '.join(names)}"
+            f"unknown area(s) {unknown}; choose from all, list, report, {', '.join(names)}, "
+            "or AREA/JOB"
         )
     ok = run_areas(run, results, args.quick)
     output = args.output or (None if args.quick else BENCHMARKS_MD)

@@ -212,7 +212,10 @@ def parse_stats_overhead(out: Output) -> list[Row]:
             "model": model,
             "chains": f"{head['chains']} {head['chain_method']}",
             "chunks": _chunks(head["draws"], head["draws"]),  # one chunk of all draws
-            "statistics": "default" if options == "default" else f"default, {options}",
+            "statistics": {
+                "default": "default (every element)",
+                "exact": "exact set (opt-in, 4,096 elements)",
+            }.get(options, options),
             "runs": f"median of {base.group(1)}",
             "base": base.group(2),
             "with": full.group(1),
@@ -279,6 +282,59 @@ def parse_stats_accuracy(out: Output) -> list[Row]:
             }
         )
     return rows
+
+
+def parse_stats_scale_accuracy(out: Output) -> list[Row]:
+    (before, table), *_ = markdown_tables(out.text)
+    head = dict(re.findall(r"(\w+)=(\S+)", out.text.splitlines()[0]))
+    model = before.split(":")[0]
+    run = f"{head['chains']} x {head['draws']}, {head['seeds']} seed(s)"
+    return [
+        {"model": model, "run": run, "statistics": r["statistics"], "metric": r["metric"],
+         "elements": r["elements"], "rms": r["rms"], "max": r["max"]}
+        for r in table
+    ]  # fmt: skip
+
+
+def parse_stats_scale_cost(out: Output) -> list[Row]:
+    (_, table), *_ = markdown_tables(out.text)
+    return [{"what": r["what"], "statistics": r["statistics"], "value": r["value"]}
+            for r in table]  # fmt: skip
+
+
+def parse_stats_large(out: Output) -> list[Row]:
+    (_, table), *_ = markdown_tables(out.text)
+    head = dict(re.findall(r"(\w+)=(\S+)", out.text.splitlines()[0]))
+    what = (f"{int(head['dim']):,}-dim Gaussian, 4 x {head['draws']} draws "
+            f"({head['warmup']} warmup), sink=None")  # fmt: skip
+    rows = []
+    for r in table:
+        label = "default (every element)" if r["statistics"] == "default" else "none"
+        rows.append({"what": f"{what}: sampling, ns per element and draw ({r['chain method']} "
+                             f"chains, chunks of {r['chunk']})",
+                     "statistics": label, "value": r["ns per element-draw"]})  # fmt: skip
+        rows.append({"what": f"{what}: warmup seconds", "statistics": label,
+                     "value": r["warmup s"]})  # fmt: skip
+    return rows
+
+
+def parse_million(out: Output) -> list[Row]:
+    d = out.data
+    what = (f"{d['dim']:,}-dim Gaussian, {d['chains']} x {d['draws']:,} draws "
+            f"({d['warmup']} warmup), sink=None")  # fmt: skip
+    rows = [
+        ("wall time of sample()", f"{d['sample_seconds']:.0f} s (compile "
+         f"{d['compile_seconds']:.0f}, warmup {d['warmup_seconds']:.0f}, sampling "
+         f"{d['sampling_seconds']:.0f})"),
+        ("summary table after the run", f"{d['summary_seconds']:.1f} s"),
+        ("peak RSS", f"{d['peak_rss_gb']:.1f} GB"),
+        ("statistics state per element and chain", f"{d['state_bytes_per_element_chain']:.0f} B"),
+        ("rows with a NaN", f"{d['rows_with_nan']:,} of {d['rows']:,}"),
+        ("worst R-hat, lowest bulk / tail ESS", f"{d['max_r_hat']:.4f}, "
+         f"{d['min_ess_bulk']:.0f} / {d['min_ess_tail']:.0f}"),
+    ]  # fmt: skip
+    return [{"what": f"{what}: {k}", "statistics": "default (every element)", "value": v}
+            for k, v in rows]  # fmt: skip
 
 
 MEMORY_LINES = {
@@ -626,24 +682,48 @@ AREAS: tuple[Area, ...] = (
         title="Streaming statistics: cost per draw",
         jobs=(
             Job(
-                "stats-parts",
-                ("bench/stats_parts.py", "--dim", "1000", "--reps", "5", "--chunk-size", "0"),
-                parse_stats_parts,
+                "stats-overhead-gaussian",
                 (
-                    "bench/stats_parts.py",
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "1000",
+                    "--reps",
+                    "3",
+                    "--model",
+                    "gaussian",
+                    "--statistic",
+                    "default",
+                ),
+                parse_stats_overhead,
+                (
+                    "bench/stats_overhead.py",
                     "--dim",
                     "100",
                     "--draws",
                     "200",
                     "--reps",
                     "1",
-                    "--chunk-size",
-                    "0",
+                    "--micro-draws",
+                    "200",
+                    "--model",
+                    "gaussian",
+                    "--statistic",
+                    "default",
                 ),
             ),
             Job(
                 "stats-overhead-logreg",
-                ("bench/stats_overhead.py", "--dim", "1000", "--reps", "3", "--model", "logreg"),
+                (
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "1000",
+                    "--reps",
+                    "3",
+                    "--model",
+                    "logreg",
+                    "--statistic",
+                    "default",
+                ),
                 parse_stats_overhead,
                 (
                     "bench/stats_overhead.py",
@@ -657,6 +737,68 @@ AREAS: tuple[Area, ...] = (
                     "200",
                     "--model",
                     "logreg",
+                    "--statistic",
+                    "default",
+                ),
+            ),
+            Job(
+                "stats-overhead-gaussian-exact",
+                (
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "1000",
+                    "--reps",
+                    "3",
+                    "--model",
+                    "gaussian",
+                    "--statistic",
+                    "exact",
+                ),
+                parse_stats_overhead,
+                (
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "100",
+                    "--draws",
+                    "200",
+                    "--reps",
+                    "1",
+                    "--micro-draws",
+                    "200",
+                    "--model",
+                    "gaussian",
+                    "--statistic",
+                    "exact",
+                ),
+            ),
+            Job(
+                "stats-overhead-logreg-exact",
+                (
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "1000",
+                    "--reps",
+                    "3",
+                    "--model",
+                    "logreg",
+                    "--statistic",
+                    "exact",
+                ),
+                parse_stats_overhead,
+                (
+                    "bench/stats_overhead.py",
+                    "--dim",
+                    "100",
+                    "--draws",
+                    "200",
+                    "--reps",
+                    "1",
+                    "--micro-draws",
+                    "200",
+                    "--model",
+                    "logreg",
+                    "--statistic",
+                    "exact",
                 ),
             ),
         ),
@@ -676,31 +818,14 @@ AREAS: tuple[Area, ...] = (
         left=("chains", "chunks", "statistics"),
         reading=(
             "Sampling time per draw and chain of NUTS with streaming statistics against the "
-            "same run without them: 4 chains, 1,000 draws per chain, `sink=None`, the runs "
-            "with and without alternated in one process, medians. The standard Gaussian has "
-            "the cheapest gradient there is, the worst case for the statistics' relative "
-            "cost; the logistic regression (1,000 data points, 1,000 coefficients, "
-            "vectorized chains) is a typical model of that size. The Gaussian rows add the "
-            "default statistics' parts one at a time: *trivial* is a running sum (the cost of "
-            "carrying any state through the chunk loop), *moments* the exact split moments, "
-            "*histograms* the part behind quantiles, HDI and rank R-hat, *lags* the part "
-            "behind ESS and MCSE, and *default* all of them with the tail-ESS proxies: what "
-            "`sample(default_stats=True)` computes. *engine's default* chunking is about ten "
-            "chunks per run."
-        ),
-        legacy=(
-            Legacy(
-                "stats-parts",
-                "2026-11-30-e/stats-parts-auto-chunks-proxy-lags-3.txt",
-                "PYTHONPATH=src python bench/stats_parts.py --dim 1000 --reps 5 --chunk-size 0",
-                "2026-11-30T21:05:00+00:00",
-            ),
-            Legacy(
-                "stats-overhead-logreg",
-                "2026-11-30-e/stats-overhead-logreg.txt",
-                "PYTHONPATH=src python bench/stats_overhead.py --dim 1000 --reps 3 --model logreg",
-                "2026-11-30T21:05:00+00:00",
-            ),
+            "same run without them: 4 chains, 1,000 draws per chain in one chunk, "
+            "`sink=None`, the runs with and without alternated in one process, medians. The "
+            "standard Gaussian has the cheapest gradient there is, the worst case for the "
+            "statistics' relative cost; the logistic regression (1,000 data points, 1,000 "
+            "coefficients, vectorized chains) is a typical model of that size. *default* is "
+            "what `sample` computes (`sluice.stats.streaming.summary`, every element); the "
+            "*exact set* is the opt-in `sluice.stats.summary_statistics` (histograms and lags "
+            "for the first 4,096 elements of each quantity)."
         ),
     ),
     Area(
@@ -708,44 +833,70 @@ AREAS: tuple[Area, ...] = (
         title="Streaming statistics: accuracy against ArviZ",
         jobs=(
             Job(
-                "stats-short-runs",
-                ("bench/stats_short_runs.py", "--dim", "200"),
-                parse_short_runs,
-                ("bench/stats_short_runs.py", "--dim", "20", "--settings", "1x200"),
+                "stats-scale-logreg",
+                ("bench/stats_scale.py", "accuracy", "--model", "logreg", "--seeds", "4"),
+                parse_stats_scale_accuracy,
+                ("bench/stats_scale.py", "accuracy", "--model", "logreg", "--draws", "200"),
             ),
             Job(
-                "stats-accuracy",
-                ("bench/stats_accuracy.py",),
-                parse_stats_accuracy,
-                ("bench/stats_accuracy.py", "--draws", "400", "--seeds", "0"),
+                "stats-scale-gauss20k",
+                ("bench/stats_scale.py", "accuracy", "--model", "gauss20k"),
+                parse_stats_scale_accuracy,
+                ("bench/stats_scale.py", "accuracy", "--model", "logreg", "--draws", "100"),
             ),
         ),
-        key=lambda r: (r["model"], r["run"], r["statistic"]),
+        key=lambda r: (r["model"], r["run"], r["statistics"], r["metric"]),
         rank=_index,
         columns=(
             ("model", "model", ""),
             ("run", "chains x draws", ""),
-            ("statistic", "statistic", ""),
-            ("max", "max rel. error", ""),
-            ("rms", "rms rel. error", ""),
-            ("off", "elements off by > 10%", ""),
+            ("statistics", "statistics", ""),
+            ("metric", "error of", ""),
+            ("elements", "elements", ""),
+            ("rms", "rms", ""),
+            ("max", "max", ""),
         ),
-        left=("run", "statistic"),
+        left=("run", "statistics", "metric"),
         reading=(
-            "Relative error of the streaming values of the default statistics against "
-            "ArviZ's on the same stored NUTS draws: the largest and the root-mean-square over "
-            "the elements, and how many elements are more than 10% off (R-hat: absolute "
-            "error). On a standard Gaussian NUTS gives antithetic draws (ESS above the number "
-            "of draws), the hardest case for the streaming ESS; short runs and single chains "
-            "leave the fewest draws per split half."
+            "Error of the statistics streamed in the run against ArviZ (and NumPy) on the "
+            "same stored NUTS draws, over the elements (pooled over seeds): ESS relative, "
+            "R-hat absolute, quantiles (3%, 50%, 97%) in units of ArviZ's MCSE of that "
+            "quantile, HDI ends in units of the quantile MCSE at 3% and 97%, the mean in "
+            "units of the sd. The exact set covers the first 4,096 elements of a quantity."
         ),
-        legacy=(
-            Legacy(
-                "stats-short-runs",
-                "2026-11-30-e/stats-short-runs-proxy-lags-3.txt",
-                "PYTHONPATH=src python bench/stats_short_runs.py --dim 200 --proxy-lags 3",
-                "2026-11-30T21:05:00+00:00",
+    ),
+    Area(
+        name="stats-scale",
+        title="Streaming statistics: memory, compile, finalize, large models",
+        jobs=(
+            Job(
+                "stats-scale-cost",
+                ("bench/stats_scale.py", "cost"),
+                parse_stats_scale_cost,
+                ("bench/stats_scale.py", "cost"),
             ),
+            Job(
+                "stats-large",
+                ("bench/stats_large.py", "--dim", "100000"),
+                parse_stats_large,
+                ("bench/stats_large.py", "--dim", "10000", "--draws", "20", "--warmup", "20"),
+            ),
+        ),
+        key=lambda r: (r["what"], r["statistics"]),
+        rank=_index,
+        columns=(
+            ("what", "what", ""),
+            ("statistics", "statistics", ""),
+            ("value", "value", ""),
+        ),
+        left=("statistics", "value"),
+        reading=(
+            "State per element and chain (float32, from `jax.eval_shape` of `init`); the "
+            "compile time of a whole 10-dim run to its summary (every program, measured by "
+            "JAX's compile events and log); the time from `sample`'s return to the summary "
+            "table; and the cost per element and draw at 100,000 dimensions, where the "
+            "statistics' state no longer fits in the caches (`bench/million.py` runs the "
+            "1,000,000-dim model; not run by `python -m bench all`: hours on two cores)."
         ),
     ),
     Area(

@@ -2,12 +2,12 @@
 
 Measures, in one process:
 
-1. ``jit(scan(update))`` of the default statistics (``sluice.stats.summary_statistics``)
-   over ``--micro-draws`` draws of a ``--dim``-element vector, minus the same scan without
+1. the default statistics' update (``sluice.stats.streaming.summary``, all the draws
+   of a chunk at once, as the engine runs it) over ``--micro-draws`` draws of a ``--dim``-element vector, minus the same scan without
    statistics: the statistics' cost per draw and chain;
 2. ``sluice.sample`` of a ``--dim``-dimensional standard Gaussian with NUTS,
    ``--chains`` chains and ``sink=None``, with ``default_stats=False`` and with
-   the default statistics (or the ``--block-sizes``/``--block-lags`` variant),
+   the default statistics (``--statistic exact``: the opt-in exact set),
    the two alternated ``--reps`` times in this process: the cost of a NUTS draw
    and the end-to-end overhead (medians of the sampling phase's wall time).
 
@@ -28,6 +28,8 @@ import numpy as np
 
 import sluice
 from sluice import stats
+from sluice.stats import streaming
+from sluice.stats.base import block_update
 
 CHAIN_METHOD = ["?"]
 
@@ -51,10 +53,12 @@ def micro(dim: int, draws: int, reps: int, statistic: stats.Statistic) -> dict[s
     (otherwise the first step copies the whole state, a per-call cost).
     """
     xs = jax.random.normal(jax.random.PRNGKey(0), (draws, dim))
-    example = {"x": xs[0]}
+    # a statistic with a pilot starts from pilot draws (stacked), the others from one draw
+    example = {"x": xs[: statistic.pilot]} if statistic.pilot else {"x": xs[0]}
+    update = block_update(statistic)
 
-    def scan_stats(state, xs):
-        return jax.lax.scan(lambda s, x: (statistic.update(s, {"x": x}), None), state, xs)[0]
+    def scan_stats(state, xs):  # the chunk's draws at once, as the engine updates
+        return update(state, {"x": xs}, xs.shape[0])
 
     def scan_plain(acc, xs):  # the same scan, touching each draw once
         return jax.lax.scan(lambda a, x: (a + x, None), acc, xs)[0]
@@ -142,20 +146,20 @@ def main() -> None:
     parser.add_argument("--micro-draws", type=int, default=2000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--model", choices=("gaussian", "logreg"), default="gaussian")
-    parser.add_argument("--block-sizes", type=int, nargs="*", default=None)
-    parser.add_argument("--block-lags", type=int, nargs="*", default=None)
+    parser.add_argument(
+        "--statistic", choices=("default", "exact"), default="default",
+        help="default: sluice.stats.streaming.summary, what sample(default_stats=True) runs; "
+        "exact: the opt-in sluice.stats.summary_statistics",
+    )  # fmt: skip
     args = parser.parse_args()
-    options = {}
-    if args.block_sizes is not None:
-        options["block_sizes"] = tuple(args.block_sizes)
-    if args.block_lags is not None:
-        options["block_lags"] = tuple(args.block_lags)
-    # without options: exactly what sample(default_stats=True) runs
-    statistic = stats.summary_statistics(args.draws, **options)
+    if args.statistic == "default":
+        statistic = streaming.summary(args.draws, chunk_size=args.draws, pilot=128)
+    else:
+        statistic = stats.summary_statistics(args.draws)
     m = micro(args.dim, args.micro_draws, args.reps, statistic)
     pair = nuts_pair(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
     base, full = pair["base"], pair["stats"]
-    print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} options={options or 'default'} "
+    print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} options={args.statistic} "
           f"backend={jax.default_backend()} chain_method={CHAIN_METHOD[0]}")  # fmt: skip
     print(
         f"statistics update (scan, 1 chain, {args.micro_draws} draws): "
