@@ -281,3 +281,13 @@ def test_bad_settings_name_the_argument():
         streaming.summary(10, hdi_prob=1.5)
     with pytest.raises(ValueError, match="lags"):
         streaming.summary(10, lags=1)
+
+
+def test_a_fresh_state_owns_its_buffers():
+    """The engine donates states to its compiled chunk: a state made eagerly shares no
+    buffer with the pilot or with itself."""
+    s = streaming.summary(100, chunk_size=50)
+    pilot = {"x": jnp.asarray(np.random.default_rng(1).normal(size=(16, 3)), jnp.float32)}
+    leaves = jax.tree.leaves(s.init(pilot)) + jax.tree.leaves(pilot)
+    pointers = [leaf.unsafe_buffer_pointer() for leaf in leaves]
+    assert len(set(pointers)) == len(pointers)
