@@ -133,6 +133,19 @@ def test_a_run_reports_its_progress_per_chunk(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_progress_shows_the_worst_r_hat_and_lowest_ess_when_statistics_stream(capsys):
+    kwargs = {**SMALL, "chunk_size": 20, "default_stats": True}
+    shown = sluice.sample(log_joint, init=jnp.zeros(2), **{**kwargs, "progress": True})
+    err = capsys.readouterr().err.splitlines()
+    sampling = [line for line in err if line.startswith("sampling:")]
+    assert len(sampling) == 2 and all("max R-hat" in s and "min ESS" in s for s in sampling), err
+    table = shown.summary(round_to="none")  # the last line is the final summary's worst
+    assert f"max R-hat {table['r_hat'].max():.3f}" in sampling[-1]
+    assert f"min ESS {min(table['ess_bulk'].min(), table['ess_tail'].min()):,.0f}" in sampling[-1]
+    quiet = sluice.sample(log_joint, init=jnp.zeros(2), **kwargs)  # pipelined: the same draws
+    np.testing.assert_array_equal(shown.draws["beta"], quiet.draws["beta"])
+
+
 def test_to_datatree_has_arviz_1_groups():
     run = sluice.sample(log_joint, init={"beta": jnp.zeros(3)}, **SMALL)
     tree = run.to_datatree()

@@ -37,6 +37,7 @@ from sluice.runtime.loop import pipelined
 from sluice.runtime.plan import Plan, bytes_per_draw
 from sluice.runtime.progress import ChunkProgress
 from sluice.runtime.run import Run, RunInfo
+from sluice.runtime.until import worst as worst_values
 
 __all__ = ["Session", "open_sink"]
 
@@ -59,6 +60,9 @@ def _until_fields(worst: dict[str, float] | None) -> dict[str, float]:
 # Sampling phases holding at least this much (carries and two chunks of outputs)
 # wait for the statistics' background compile before they start.
 AWAIT_COMPILE_BYTES = 128 * 2**20
+
+# Runs with at most this many elements x chains show live diagnostics (see _watched).
+WATCH_ELEMENTS = 2**16
 
 
 def open_sink(plan: Plan, sink: Sink) -> None:
@@ -353,6 +357,10 @@ class Session:
                 self.carry, counters, outputs = self._advance(self.carry, start, end)
                 return self.carry, counters, outputs
 
+            # the worst values are read at every chunk when `until` needs them, and for the
+            # display when it is on, statistics stream and finalizing is cheap
+            watch = c.until is not None or (bar.enabled and self._watched())
+
             def finish(start: int, result: tuple) -> None:
                 carry, counters, outputs = result
                 stop = min(start + chunk, end)
@@ -362,7 +370,7 @@ class Session:
                     self.sink.write(start - warmup, _trim(host, stop - start))
                 self.iteration = stop
                 self._save(carry, stop)
-                if c.until is not None:
+                if watch:
                     self.worst = self._convergence()
                 if bar.enabled:  # (the chunk's carry may be donated: params read before)
                     fields = {**self._fields(counters, None, stop - start), **step}
@@ -371,17 +379,32 @@ class Session:
                 else:
                     bar.advance(stop - start)
 
-            if c.until is None:
+            if not watch:
                 pipelined(range(self.iteration, end, chunk), dispatch, finish)
             else:  # one chunk at a time: the statistics decide before the next is drawn
-                if self.iteration > warmup:  # resumed: decide on the restored statistics
+                until = c.until
+                if until is not None and self.iteration > warmup:  # resumed: decide now
                     self.worst = self._convergence()
-                while self.iteration < end and not (self.worst and c.until.met(self.worst)):
+                while self.iteration < end and not (
+                    until is not None and self.worst and until.met(self.worst)
+                ):
                     finish(self.iteration, dispatch(self.iteration))
                 self._stop_early(end)
         jax.block_until_ready(self.carry)
         self._timed("sampling_seconds", t0, c0)
         return self._finish()
+
+    def _watched(self) -> bool:
+        """Whether the progress display shows the worst R-hat and lowest ESS without
+        ``until``: in one process (the display is process 0's, and reading the statistics
+        is collective), for up to :data:`WATCH_ELEMENTS` elements over all chains (the
+        loop then runs a chunk at a time, and each chunk finalizes the statistics)."""
+        p = self.plan
+        return (
+            p.summary_key is not None
+            and not self.topology.multiprocess
+            and p.flat.dim * self.config.chains <= WATCH_ELEMENTS
+        )
 
     def _convergence(self) -> dict[str, float]:
         """The worst value of each ``until`` target over all elements, from the default
@@ -399,7 +422,8 @@ class Session:
         summary = run_statistics.finalize(
             statistic, run_statistics.merge_chains(statistic, per_chain)
         )
-        worst = self.config.until.progress(summary)
+        until = self.config.until
+        worst = until.progress(summary) if until is not None else worst_values(summary)
         if t.multiprocess:
             keys = sorted(worst)
             values = t.broadcast_from_main(np.asarray([worst[k] for k in keys], np.float64))

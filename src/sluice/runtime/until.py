@@ -20,10 +20,11 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["Converged", "converged"]
+__all__ = ["WATCHED", "Converged", "converged", "worst"]
 
 _HIGHER = ("ess_bulk", "ess_tail")  # a target is a floor
 _LOWER = ("r_hat", "mcse_mean")  # a target is a ceiling
+WATCHED = ("r_hat", "ess_bulk", "ess_tail")  # shown while sampling, without targets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,19 +63,8 @@ class Converged:
         }
 
     def progress(self, summary: dict[str, Any]) -> dict[str, float]:
-        """The worst value of each target's quantity over all elements (NaN counts as
-        the worst: an element whose value is not known yet has not converged)."""
-        out = {}
-        for name in self.targets:
-            leaves = [np.ravel(np.asarray(x)) for x in jax.tree.leaves(summary[name])]
-            values = np.concatenate(leaves) if leaves else np.zeros(0)
-            if values.size == 0:
-                out[name] = float("nan")
-            elif np.isnan(values).any():
-                out[name] = float("nan")
-            else:
-                out[name] = float(values.min() if name in _HIGHER else values.max())
-        return out
+        """The worst value of each target's quantity over all elements (see :func:`worst`)."""
+        return worst(summary, tuple(self.targets))
 
     def met(self, worst: dict[str, float]) -> bool:
         """Whether every target is met by the worst values (from :meth:`progress`)."""
@@ -94,6 +84,21 @@ class Converged:
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Converged | None:
         return None if data is None else cls(**data)
+
+
+def worst(summary: dict[str, Any], names: tuple[str, ...] = WATCHED) -> dict[str, float]:
+    """The worst value over all elements of each quantity ``names`` of a finalized
+    summary: least ESS, greatest R-hat and MCSE (NaN counts as the worst: an element
+    whose value is not known yet has not converged)."""
+    out = {}
+    for name in names:
+        leaves = [np.ravel(np.asarray(x)) for x in jax.tree.leaves(summary[name])]
+        values = np.concatenate(leaves) if leaves else np.zeros(0)
+        if values.size == 0 or np.isnan(values).any():
+            out[name] = float("nan")
+        else:
+            out[name] = float(values.min() if name in _HIGHER else values.max())
+    return out
 
 
 def converged(
