@@ -533,6 +533,19 @@ def _index(row: Row) -> tuple:
     return (row["_job"], row["_index"])
 
 
+def _overhead_job(model: str, statistic: str) -> Job:
+    """``bench/stats_overhead.py`` on ``model`` with the ``statistic`` set."""
+    suffix = "" if statistic == "default" else f"-{statistic}"
+    options = ("--model", model, "--statistic", statistic)
+    return Job(
+        f"stats-overhead-{model}{suffix}",
+        ("bench/stats_overhead.py", "--dim", "1000", "--reps", "3", *options),
+        parse_stats_overhead,
+        ("bench/stats_overhead.py", "--dim", "100", "--draws", "200", "--reps", "1",
+         "--micro-draws", "200", *options),
+    )  # fmt: skip
+
+
 AREAS: tuple[Area, ...] = (
     Area(
         name="mcmc",
@@ -681,125 +694,10 @@ AREAS: tuple[Area, ...] = (
         name="stats-cost",
         title="Streaming statistics: cost per draw",
         jobs=(
-            Job(
-                "stats-overhead-gaussian",
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "1000",
-                    "--reps",
-                    "3",
-                    "--model",
-                    "gaussian",
-                    "--statistic",
-                    "default",
-                ),
-                parse_stats_overhead,
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "100",
-                    "--draws",
-                    "200",
-                    "--reps",
-                    "1",
-                    "--micro-draws",
-                    "200",
-                    "--model",
-                    "gaussian",
-                    "--statistic",
-                    "default",
-                ),
-            ),
-            Job(
-                "stats-overhead-logreg",
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "1000",
-                    "--reps",
-                    "3",
-                    "--model",
-                    "logreg",
-                    "--statistic",
-                    "default",
-                ),
-                parse_stats_overhead,
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "100",
-                    "--draws",
-                    "200",
-                    "--reps",
-                    "1",
-                    "--micro-draws",
-                    "200",
-                    "--model",
-                    "logreg",
-                    "--statistic",
-                    "default",
-                ),
-            ),
-            Job(
-                "stats-overhead-gaussian-exact",
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "1000",
-                    "--reps",
-                    "3",
-                    "--model",
-                    "gaussian",
-                    "--statistic",
-                    "exact",
-                ),
-                parse_stats_overhead,
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "100",
-                    "--draws",
-                    "200",
-                    "--reps",
-                    "1",
-                    "--micro-draws",
-                    "200",
-                    "--model",
-                    "gaussian",
-                    "--statistic",
-                    "exact",
-                ),
-            ),
-            Job(
-                "stats-overhead-logreg-exact",
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "1000",
-                    "--reps",
-                    "3",
-                    "--model",
-                    "logreg",
-                    "--statistic",
-                    "exact",
-                ),
-                parse_stats_overhead,
-                (
-                    "bench/stats_overhead.py",
-                    "--dim",
-                    "100",
-                    "--draws",
-                    "200",
-                    "--reps",
-                    "1",
-                    "--micro-draws",
-                    "200",
-                    "--model",
-                    "logreg",
-                    "--statistic",
-                    "exact",
-                ),
+            *(
+                _overhead_job(model, statistic)
+                for statistic in ("default", "exact")
+                for model in ("gaussian", "logreg")
             ),
         ),
         key=lambda r: (r["model"], r["chunks"], r["statistics"]),

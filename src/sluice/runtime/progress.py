@@ -29,24 +29,21 @@ def _interactive(stream: Any) -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
+# the progress line's fields, in order: (key, format)
+_FIELDS = (
+    ("elbo", "ELBO {:.4g}"),
+    ("divergent", "{:,} divergent"),
+    ("step_size", "step {:.3g}"),
+    ("grads_per_draw", "{:.1f} grads/draw"),
+    ("max_r_hat", "max R-hat {:.3f}"),
+    ("min_ess", "min ESS {:,.0f}"),
+    ("max_mcse", "max MCSE {:.3g}"),
+)
+
+
 def format_fields(fields: dict[str, Any]) -> str:
     """``3 divergent, step 0.42, 7.1 grads/draw, max R-hat 1.003, min ESS 812``."""
-    parts = []
-    if fields.get("elbo") is not None:
-        parts.append(f"ELBO {fields['elbo']:.4g}")
-    if fields.get("divergent") is not None:
-        parts.append(f"{fields['divergent']:,} divergent")
-    if fields.get("step_size") is not None:
-        parts.append(f"step {fields['step_size']:.3g}")
-    if fields.get("grads_per_draw") is not None:
-        parts.append(f"{fields['grads_per_draw']:.1f} grads/draw")
-    if fields.get("max_r_hat") is not None:
-        parts.append(f"max R-hat {fields['max_r_hat']:.3f}")
-    if fields.get("min_ess") is not None:
-        parts.append(f"min ESS {fields['min_ess']:,.0f}")
-    if fields.get("max_mcse") is not None:
-        parts.append(f"max MCSE {fields['max_mcse']:.3g}")
-    return ", ".join(parts)
+    return ", ".join(form.format(fields[k]) for k, form in _FIELDS if fields.get(k) is not None)
 
 
 class ChunkProgress:

@@ -463,8 +463,9 @@ class Session:
             example = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), rows)
         else:
             example = np.asarray(t.broadcast_from_main(t.local(self.carry.kernel.position)[0]))
-        # the carry's placeholder states go first: a million-element model's states are
-        # gigabytes, and a copy too many is what runs out of memory
+        # the carry's initial statistics states are dropped before the new ones exist:
+        # a million-element model's states are gigabytes, and one copy more than needed
+        # is what runs out of memory
         self.carry = self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats))
         states = programs.call(key, start, p.flat.consts, example)
         if t.multiprocess:
