@@ -5,7 +5,7 @@ statistics computed on the device, and particle-parallel variational
 inference, for log-densities written for one point.
 """
 
-from sluice import stats, vi
+from sluice import kernels, stats, vi
 from sluice._version import __version__ as __version__
 from sluice.io.store import ZarrSink
 from sluice.io.store import open_store as open
@@ -27,6 +27,7 @@ __all__ = [
     "from_numpyro",
     "from_pymc",
     "hmc",
+    "kernels",
     "nuts",
     "open",
     "pymc",

@@ -44,6 +44,8 @@ from sluice.stats.base import Statistic, block_update
 
 __all__ = ["ChainCarry", "ChunkCounters", "ChunkProgram", "RunKeys", "sample_stats_shapes"]
 
+_KERNEL_INIT = 0x6B65726E  # fold_in(init key of a chain, this): the key of Kernel.init
+
 
 class RunKeys(NamedTuple):
     """Root keys of the three independent streams of a run."""
@@ -130,8 +132,10 @@ class ChunkProgram:
     ) -> tuple[ChainCarry, jax.Array]:
         logdensity = self._logdensity(consts)
         warmup = self.kernel.warmup()
-        kstate = self.kernel.init(position, logdensity)
-        astate, num_grads = warmup.init(jax.random.fold_in(keys.init, chain_id), kstate, logdensity)
+        chain_key = jax.random.fold_in(keys.init, chain_id)
+        # the kernel's own start (MCLMC's momentum, say): a stream apart from the warmup's
+        kstate = self.kernel.init(position, logdensity, jax.random.fold_in(chain_key, _KERNEL_INIT))
+        astate, num_grads = warmup.init(chain_key, kstate, logdensity)
         params = warmup.params(astate)
         p = self.statistic.pilot
         pilot = None
@@ -414,7 +418,7 @@ def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.
     def one(x: jax.Array) -> dict[str, jax.Array]:
         key = jnp.zeros((2,), jnp.uint32)
         warmup = kernel.warmup()
-        kstate = kernel.init(x, logdensity)
+        kstate = kernel.init(x, logdensity, key)
         astate, _ = warmup.init(key, kstate, logdensity)
         return kernel.step(key, kstate, logdensity, warmup.params(astate))[1]
 

@@ -4,9 +4,10 @@ A kernel is a hashable object (its settings; equal settings compile to the
 same program) with pure functions for ONE chain on a flat ``(dim,)``
 position, in the shape of BlackJAX's ``SamplingAlgorithm``:
 
-* ``init(position, logdensity_fn) -> state``; the state has ``position``,
-  ``logdensity`` and ``logdensity_grad`` (the engine checks the starting
-  values for finiteness from them);
+* ``init(position, logdensity_fn, rng_key) -> state``; the state has
+  ``position``, ``logdensity`` and ``logdensity_grad`` (the engine checks the
+  starting values for finiteness from them); ``rng_key`` is the chain's own
+  (for kernels that draw at the start, as MCLMC draws a momentum);
 * ``step(rng_key, state, logdensity_fn, params) -> (state, stats)``, with
   ``stats`` a dict of per-draw sample statistics under ArviZ's names; every
   kernel reports ``n_steps`` (gradient evaluations), ``diverging`` and
@@ -79,7 +80,9 @@ class Kernel(Protocol):
     lockstep: float
     bookkeeping_bytes_per_dim: int
 
-    def init(self, position: jax.Array, logdensity_fn: Callable) -> Any: ...
+    def init(
+        self, position: jax.Array, logdensity_fn: Callable, rng_key: jax.Array | None = None
+    ) -> Any: ...
 
     def step(
         self, rng_key: jax.Array, state: Any, logdensity_fn: Callable, params: Any

@@ -34,6 +34,7 @@ __all__ = [
     "kernel_from_config",
     "kernel_to_config",
     "nuts",
+    "window_warmup",
 ]
 
 
@@ -56,7 +57,10 @@ class _HMCFamily:
             if not _is_number(value) or not value > 0:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
 
-    def init(self, position: jax.Array, logdensity_fn: Callable) -> KernelState:
+    def init(
+        self, position: jax.Array, logdensity_fn: Callable, rng_key: jax.Array | None = None
+    ) -> KernelState:
+        del rng_key  # a deterministic start
         logdensity, grad = jax.value_and_grad(logdensity_fn)(position)
         return KernelState(position, logdensity, grad)
 
@@ -66,33 +70,7 @@ class _HMCFamily:
     def warmup(self) -> Warmup:
         """Stan's window adaptation; the step size is searched anew (Stan's
         ``init_stepsize``) at the start and after each slow window's new metric."""
-        adapt = self.adaptation()
-
-        def params(state) -> KernelParams:
-            return KernelParams(*adapt.params(state))
-
-        def init(rng_key: jax.Array, kstate: KernelState, logdensity_fn: Callable):
-            state = adapt.init(kstate, self.initial_step_size)
-            step_size, num_grads = self.find_step_size(
-                rng_key, kstate, logdensity_fn, params(state)
-            )
-            return adapt.restart(state, step_size), num_grads
-
-        def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
-            state, window_ended = adapt.update(
-                state, iteration, schedule, kstate, stats["acceptance_rate"]
-            )
-
-            def new_step_size(state):  # Stan re-initialises the step size for the new metric
-                step_size, n = self.find_step_size(rng_key, kstate, logdensity_fn, params(state))
-                return adapt.restart(state, step_size), n
-
-            return jax.lax.cond(window_ended, new_step_size, lambda a: (a, jnp.int32(0)), state)
-
-        def final(state) -> KernelParams:
-            return KernelParams(*adapt.final(state))
-
-        return Warmup(window_schedule, init, update, params, final)
+        return window_warmup(self.target_accept, self.dense_mass, self.initial_step_size)
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-able description: ``{"name": "nuts", "max_tree_depth": 10, ...}``."""
@@ -213,6 +191,59 @@ class HMC(_HMCFamily):
             "energy": info["energy"],
         }
         return state, stats
+
+
+def window_warmup(
+    target_accept: float,
+    dense_mass: bool,
+    initial_step_size: float,
+    to_params: Callable[[jax.Array, jax.Array], Any] = KernelParams,
+    step_size_only: bool = False,
+) -> Warmup:
+    """Stan's window adaptation of a step size and an inverse mass matrix, as a :class:`Warmup`.
+
+    The step size is searched anew (Stan's ``init_stepsize``, one leapfrog step
+    of the Euclidean HMC family) at the start and after each slow window's new
+    metric; ``to_params(step_size, inverse_mass_matrix)`` makes the kernel's
+    parameters. ``step_size_only``: no slow windows (dual averaging of the step
+    size over the whole warmup, from ``initial_step_size``; for kernels such as
+    MALA whose step size is not a leapfrog step's).
+    """
+    adapt = window_adaptation(target_accept, dense_mass)
+
+    def params(state):
+        return to_params(*adapt.params(state))
+
+    def init(rng_key: jax.Array, kstate: Any, logdensity_fn: Callable):
+        state = adapt.init(kstate, initial_step_size)
+        if step_size_only:
+            return adapt.restart(state, jnp.asarray(initial_step_size)), jnp.int32(0)
+        step_size, num_grads = _find_step_size(rng_key, kstate, logdensity_fn, state)
+        return adapt.restart(state, step_size), num_grads
+
+    def _find_step_size(rng_key, kstate, logdensity_fn, state):
+        step_size, inverse_mass_matrix = adapt.params(state)
+        x = (kstate.position, kstate.logdensity, kstate.logdensity_grad)
+        return hamiltonian.find_step_size(
+            rng_key, x, logdensity_fn, step_size, inverse_mass_matrix, target=0.8
+        )
+
+    def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
+        state, window_ended = adapt.update(
+            state, iteration, schedule, kstate, stats["acceptance_rate"]
+        )
+
+        def new_step_size(state):  # Stan re-initialises the step size for the new metric
+            step_size, n = _find_step_size(rng_key, kstate, logdensity_fn, state)
+            return adapt.restart(state, step_size), n
+
+        return jax.lax.cond(window_ended, new_step_size, lambda a: (a, jnp.int32(0)), state)
+
+    def final(state):
+        return to_params(*adapt.final(state))
+
+    schedule = (lambda num_warmup: window_schedule(0)) if step_size_only else window_schedule
+    return Warmup(schedule, init, update, params, final)
 
 
 def _is_number(value: Any) -> bool:

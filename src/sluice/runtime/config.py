@@ -90,6 +90,8 @@ class RunConfig:
             raise TypeError(f"until must be sluice.converged(...) or None, got {self.until!r}")
         if not isinstance(self.kernel, Kernel):
             object.__setattr__(self, "kernel", get_kernel(self.kernel))
+        if hasattr(self.kernel, "for_warmup"):  # NumPyro's: its schedule needs the length
+            object.__setattr__(self, "kernel", self.kernel.for_warmup(int(self.warmup)))
         for name in ("chains", "draws", "warmup", "seed"):  # numpy integers become ints
             object.__setattr__(self, name, int(getattr(self, name)))
         object.__setattr__(self, "statistics", tuple(self.statistics))
@@ -116,14 +118,34 @@ class RunConfig:
         return json.loads(json.dumps(out))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunConfig:
-        """The inverse of :meth:`to_json` (unknown keys are an error naming them)."""
+    def from_json(cls, data: dict[str, Any], kernel: Kernel | None = None) -> RunConfig:
+        """The inverse of :meth:`to_json` (unknown keys are an error naming them).
+
+        A kernel from another library (BlackJAX's, NumPyro's) is code, which a
+        store never names: ``kernel`` is that kernel, checked against the record.
+        """
         data = dict(data)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"a run config has no setting(s) {unknown}")
-        data["kernel"] = kernel_from_config(data["kernel"])
+        recorded = data["kernel"]
+        if kernel is None and recorded.get("external"):
+            raise ValueError(
+                f"the run used the kernel {recorded['name']!r} from another library, which a "
+                "store does not hold as code: pass it again, "
+                "sluice.resume(path, model, kernel=...)"
+            )
+        if kernel is not None:
+            if hasattr(kernel, "for_warmup"):
+                kernel = kernel.for_warmup(int(data["warmup"]))
+            if kernel.to_config() != recorded:
+                raise ValueError(
+                    f"the run used the kernel {recorded!r}, not {kernel.to_config()!r}"
+                )
+            data["kernel"] = kernel
+        else:
+            data["kernel"] = kernel_from_config(recorded)
         data["statistics"] = tuple(data.get("statistics", ()))
         data["until"] = Converged.from_json(data.get("until"))
         return cls(**data)

@@ -72,7 +72,9 @@ def sample(
         Alternatively, how many chunks the draws are split into.
     kernel
         ``"nuts"`` (default), ``"hmc"``, or a kernel object such as
-        ``sluice.nuts(max_tree_depth=8)``.
+        ``sluice.nuts(max_tree_depth=8)``, BlackJAX's
+        ``sluice.kernels.from_blackjax(blackjax.mclmc)`` or NumPyro's
+        ``sluice.kernels.from_numpyro(numpyro.infer.NUTS)`` (:mod:`sluice.kernels`).
     target_accept, max_tree_depth, dense_mass
         Shortcuts that override the kernel's settings.
     chain_method
@@ -189,6 +191,8 @@ def resume(
     **expected
         Settings the caller expects the run to have (``draws=...``,
         ``seed=...``, ...): a mismatch is an error that names the setting.
+        A run with a kernel from another library (``sluice.kernels.from_blackjax``,
+        ``from_numpyro``) needs it again as ``kernel=``: a store holds no code.
     """
     from sluice.io.store import ZarrSink
 
@@ -200,6 +204,9 @@ def resume(
         )
     sink = ZarrSink.open_existing(path)
     stored = sink.description()["config"]
+    kernel = expected.pop("kernel", None)
+    if kernel is not None and not isinstance(kernel, Kernel):
+        kernel = get_kernel(kernel)
     for name, value in expected.items():
         if name not in stored:
             raise TypeError(f"resume() got an unknown setting {name}={value!r}")
@@ -207,7 +214,7 @@ def resume(
             raise ValueError(
                 f"the run in {sink.path} has {name}={stored[name]!r}, not {name}={value!r}"
             )
-    config = RunConfig.from_json(stored)
+    config = RunConfig.from_json(stored, kernel=kernel)
     plan = Plan.build(config, model, sink=sink, stats=stats, devices=devices, check_init=False)
     sink.check_compatible(plan.describe())
     checkpoint = sink.load_checkpoint()

@@ -30,7 +30,6 @@ from sluice.io.checkpoint import Checkpoint
 from sluice.io.sinks import MemorySink, ResumableSink, Sink
 from sluice.io.store import ZarrSink
 from sluice.io.stored_summary import write_summary
-from sluice.mcmc.kernel import KernelParams
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
 from sluice.runtime.loop import pipelined
@@ -305,9 +304,9 @@ class Session:
             grads = np.asarray(self._local_real(counters.num_gradients), np.float64)
             fields["grads_per_draw"] = float(grads.mean()) / max(n, 1)
         if carry is not None:
-            params = self._local_real(carry.params)
-            if isinstance(params, KernelParams):
-                fields["step_size"] = float(np.mean(params.step_size))
+            step_size = _param(self._local_real(carry.params), "step_size")
+            if step_size is not None:
+                fields["step_size"] = float(np.mean(step_size))
         return fields
 
     def _local_real(self, tree: Any) -> Any:
@@ -482,9 +481,8 @@ class Session:
             lambda x: np.asarray(x)[:chains], t.allgather(t.local(self.carry.params))
         )
         info.params = params
-        if isinstance(params, KernelParams):
-            info.step_size = params.step_size
-            info.inverse_mass_matrix = params.inverse_mass_matrix
+        info.step_size = _param(params, "step_size")
+        info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
         stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.stats)))
         local_chains = t.local_chains
@@ -534,3 +532,11 @@ def _trim(host: dict, n: int) -> dict:
         group: {name: np.asarray(v)[:, :n] for name, v in names.items()}
         for group, names in host.items()
     }
+
+
+def _param(params: Any, name: str) -> Any:
+    """The tuned parameter ``name`` (sluice's ``KernelParams``, a BlackJAX kernel's
+    dict), or ``None`` when the kernel has none."""
+    if isinstance(params, dict):
+        return params.get(name)
+    return getattr(params, name, None)
