@@ -137,9 +137,29 @@ def parse_mcmc(out: Output) -> list[Row]:
     for key in dict.fromkeys((r["model"], r["variant"]) for r in records):
         mine = [r for r in records if (r["model"], r["variant"]) == key]
         med = {k: harness.median([r[k] for r in mine]) for k in MCMC_KEYS}
+        draws = mine[0]["settings"]["chains"] * mine[0]["settings"]["draws"]
         rows.append(
-            {"model": key[0], "dim": mine[0]["dim"], "variant": key[1], "reps": len(mine), **med}
-        )
+            {"model": key[0], "dim": mine[0]["dim"], "variant": key[1], "reps": len(mine),
+             "_draws": draws, **med}
+        )  # fmt: skip
+    if out.job != "kernels":
+        for r in rows:
+            r.pop("_draws")
+    return rows
+
+
+def parse_kernels(out: Output) -> list[Row]:
+    """``parse_mcmc``'s rows with ESS per gradient, and for a BlackJAX kernel in sluice's
+    engine its time per gradient over that of BlackJAX's own loop (same model)."""
+    rows = parse_mcmc(out)
+    loops = {r["model"]: r for r in rows if r["variant"] == "blackjax/seq"}
+    for r in rows:
+        grads = r["grads_per_draw"] * r["_draws"] if r.get("_draws") else None
+        r["ess_per_grad"] = r["min_ess_bulk"] / grads if grads else None
+        loop = loops.get(r["model"])
+        if r["variant"].startswith("sluice+blackjax.nuts") and loop is not None:
+            r["engine_cost"] = r["overhead"] / loop["overhead"]
+        r.pop("_draws", None)
     return rows
 
 
@@ -507,6 +527,10 @@ MCMC_MODELS = _order(("logreg_small", "logreg_large", "gaussian"))
 MCMC_VARIANTS = _order(
     ("sluice/seq", "sluice/vec", "numpyro/seq", "numpyro/vec", "blackjax/seq", "blackjax/vec")
 )
+KERNEL_VARIANTS = (
+    "sluice/seq,sluice+blackjax.nuts/seq,sluice+blackjax.adjusted_mclmc/seq,blackjax/seq"
+)
+KERNEL_ORDER = _order(KERNEL_VARIANTS.split(","))
 LATENCY_VARIANTS = _order(
     (
         "sluice/seq",
@@ -623,6 +647,54 @@ AREAS: tuple[Area, ...] = (
             Legacy("mcmc-a", "2026-11-30-d/mcmc-a-final.json"),
             Legacy("mcmc-bc", "2026-11-30-a/mcmc.json"),
             Legacy("mcmc-bc", "2026-11-30-quiet/mcmc.json"),
+        ),
+    ),
+    Area(
+        name="kernels",
+        title="Other libraries' kernels in the chunk engine",
+        jobs=(
+            Job(
+                "kernels",
+                ("bench/mcmc.py", "--models", "logreg_large,gaussian", "--reps", "1",
+                 "--no-chunks", "--variants", KERNEL_VARIANTS),
+                parse_kernels,
+                ("bench/mcmc.py", "--quick", "--models", "logreg_large", "--no-chunks",
+                 "--variants", KERNEL_VARIANTS),
+                json=True,
+            ),  # fmt: skip
+        ),
+        key=lambda r: (r["model"], r["variant"]),
+        rank=lambda r: (MCMC_MODELS(r["model"]), KERNEL_ORDER(r["variant"])),
+        columns=(
+            ("model", "model", ""),
+            ("dim", "dim", ",d"),
+            ("variant", "variant", ""),
+            ("wall_s", "wall s", ".2f"),
+            ("compile_s", "compile s", ".2f"),
+            ("sampling_s", "sampling s", ".2f"),
+            ("grads_per_draw", "grads/draw", ".1f"),
+            ("overhead", "overhead", ".2f"),
+            ("engine_cost", "time/grad vs BlackJAX loop", ".3f"),
+            ("min_ess_bulk", "min ESS_bulk", ".0f"),
+            ("ess_per_grad", "ESS/grad", ".3f"),
+            ("ess_per_s_sampling", "ESS/s sampling", ".3g"),
+            ("ess_per_s_total", "ESS/s total", ".3g"),
+        ),
+        left=("variant",),
+        reading=(
+            "The MCMC table's settings (4 chains, 1,000 warmup iterations and 1,000 draws, "
+            "chains one after another, float32, a fresh process per row) for BlackJAX's "
+            "kernels run by sluice's engine (`sluice.kernels.from_blackjax`) beside sluice's "
+            "NUTS and BlackJAX's own loop (`window_adaptation`, then a `lax.scan` of "
+            "`blackjax.nuts` steps). `sluice+blackjax.nuts` is `blackjax.nuts` with sluice's "
+            "window warmup; `sluice+blackjax.adjusted_mclmc` is "
+            "`blackjax.adjusted_mclmc_dynamic` with 1 to 7 integration steps (uniform) per "
+            "transition and sluice's window warmup at target acceptance 0.9 (BlackJAX's own "
+            "tuner of its trajectory length runs a whole warmup as one scan). *time/grad vs "
+            "BlackJAX loop* is the row's *overhead* over `blackjax/seq`'s on the same model: "
+            "what the chunk engine around BlackJAX's NUTS costs per gradient. *ESS/grad* is "
+            "the min bulk ESS per sampling gradient. One repetition: ESS differs by about 15% "
+            "from run to run."
         ),
     ),
     Area(

@@ -51,7 +51,12 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name: (library, chain method)
     "numpyro/vec": ("numpyro", "vectorized"),
     "blackjax/seq": ("blackjax", "sequential"),
     "blackjax/vec": ("blackjax", "vectorized"),
+    # BlackJAX's kernels in sluice's chunk engine (sluice.kernels.from_blackjax)
+    "sluice+blackjax.nuts/seq": ("sluice+blackjax.nuts", "sequential"),
+    "sluice+blackjax.adjusted_mclmc/seq": ("sluice+blackjax.adjusted_mclmc", "sequential"),
 }
+# the variants a run measures unless told (--variants)
+CORE_VARIANTS = [v for v in VARIANTS if "+" not in v]
 CHUNKS = "sluice/chunks"  # sluice sampled with 1 chunk and with 10 chunks, alternately
 MODELS = ("logreg_small", "logreg_large", "gaussian")
 DEFAULTS = {
@@ -60,7 +65,7 @@ DEFAULTS = {
     "warmup": 1000,
     "draws": 1000,
     "chunk_pairs": 3,
-    "variants": list(VARIANTS),
+    "variants": CORE_VARIANTS,
     "rhat": True,
 }
 QUICK = {
@@ -69,7 +74,7 @@ QUICK = {
     "warmup": 100,
     "draws": 100,
     "chunk_pairs": 1,
-    "variants": [v for v in VARIANTS if v.endswith("/seq")],
+    "variants": [v for v in CORE_VARIANTS if v.endswith("/seq")],
     "rhat": False,
 }
 
@@ -94,7 +99,8 @@ def measure(
     from targets import make_target
 
     library, chain_method = VARIANTS[variant]
-    importlib.import_module(library)
+    for module in library.split("+"):  # sluice+blackjax.nuts: both libraries
+        importlib.import_module(module.split(".")[0])
     clock = harness.CompileClock()
     target = make_target(model)
     settings = dataclasses.replace(settings, chain_method=chain_method)
@@ -392,6 +398,11 @@ def _ratio_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_key = {(r["variant"], r["rep"]): r for r in records}
     for (variant, rep), mine in by_key.items():
         library, _, method = variant.partition("/")
+        if library.startswith("sluice+blackjax"):  # the engine around BlackJAX's kernel
+            theirs = by_key.get((f"blackjax/{method}", rep))
+            if theirs is not None:
+                pairs.setdefault(f"{library}/blackjax ({method})", []).append((mine, theirs))
+            continue
         if library != "sluice":
             continue
         for other in ("numpyro", "blackjax"):
@@ -430,7 +441,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--variants",
         type=lambda s: s.split(","),
-        help=f"comma-separated variants (default {','.join(VARIANTS)})",
+        help=f"comma-separated variants from {','.join(VARIANTS)} "
+        f"(default {','.join(CORE_VARIANTS)})",
     )
     parser.add_argument(
         "--rhat",

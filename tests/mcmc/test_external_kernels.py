@@ -149,3 +149,20 @@ def test_kernels_hash_by_their_settings():
     # the gradients of a step: integration steps times the integrator's (McLachlan: 2)
     assert from_blackjax(blackjax.mclmc).gradients_per_step == 2
     assert from_blackjax(blackjax.nuts).gradients_per_step == 1
+
+
+def test_the_docs_examples_run(capsys):
+    import doctest
+    import importlib
+    import re
+
+    text = (ROOT / "docs" / "kernels.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    namespace: dict = {}
+    for block in blocks[:2]:  # BlackJAX's, then NumPyro's (the third names a store)
+        exec(compile(block, "docs/kernels.md", "exec"), namespace)
+    assert "r_hat" in capsys.readouterr().out
+    assert namespace["run"].draws["x"].shape == (4, 1000, 3)
+    for module in ("sluice.kernels", "sluice.mcmc.blackjax_kernel", "sluice.mcmc.numpyro_kernel"):
+        result = doctest.testmod(importlib.import_module(module))
+        assert result.failed == 0 and result.attempted > 0, module

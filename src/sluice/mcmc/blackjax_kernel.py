@@ -61,6 +61,7 @@ _DEFAULT_WARMUP = {
     "dynamic_hmc": ("window", 0.8),
     "barker_proposal": ("window", 0.574),
     "adjusted_mclmc": ("window", 0.9),
+    "adjusted_mclmc_dynamic": ("window", 0.9),
     "mala": ("step_size", 0.574),
     "mclmc": ("mclmc", None),
 }
