@@ -69,6 +69,23 @@ def test_draws_do_not_depend_on_chunk_size(name):
             np.testing.assert_array_equal(other.sample_stats[key], values, err_msg=key)
 
 
+@pytest.mark.parametrize("name", ["blackjax.mclmc", "numpyro.NUTS"])
+def test_chains_over_four_devices_match_one_device(name):
+    import jax
+
+    devices = jax.devices()
+    assert len(devices) == 4, "conftest sets JAX_NUM_CPU_DEVICES=4"
+    settings = dict(chains=3, warmup=30, draws=20, chunk_size=10, seed=2, progress=False,
+                    chain_method="sequential")  # fmt: skip
+    one, four = (
+        sluice.sample(log_density, init=jnp.zeros(3), kernel=KERNELS[name], devices=d, **settings)
+        for d in (devices[:1], devices)  # 3 chains padded to 4 slots
+    )
+    np.testing.assert_array_equal(one.draws["x"], four.draws["x"])
+    for key, values in one.sample_stats.items():
+        np.testing.assert_array_equal(four.sample_stats[key], values, err_msg=key)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["blackjax.mclmc", "blackjax.nuts", "numpyro.NUTS"])
 def test_a_killed_run_resumes_to_the_uninterrupted_draws(tmp_path, name):

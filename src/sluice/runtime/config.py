@@ -50,6 +50,9 @@ class RunConfig:
     until
         A :class:`~sluice.runtime.until.Converged` to stop at the first chunk
         where every element meets its targets (``draws`` the most), or ``None``.
+    superchains
+        Groups of contiguous chains that start from one point (nested R-hat,
+        :mod:`sluice.stats.nested`), or ``None``: every chain on its own.
     """
 
     chains: int = 4
@@ -63,6 +66,7 @@ class RunConfig:
     default_stats: bool | str = "auto"
     statistics: tuple[str, ...] = ()
     until: Converged | None = None
+    superchains: int | None = None
 
     def __post_init__(self) -> None:
         check_count("chains", self.chains)
@@ -86,6 +90,13 @@ class RunConfig:
             raise TypeError(
                 f"default_stats must be True, False or 'auto', got {self.default_stats!r}"
             )
+        if self.superchains is not None:
+            check_count("superchains", self.superchains)
+            if self.superchains < 2 or self.chains % self.superchains:
+                raise ValueError(
+                    f"superchains must be at least 2 and divide chains={self.chains}, "
+                    f"got superchains={self.superchains!r}"
+                )
         if self.until is not None and not isinstance(self.until, Converged):
             raise TypeError(f"until must be sluice.converged(...) or None, got {self.until!r}")
         if not isinstance(self.kernel, Kernel):

@@ -184,6 +184,8 @@ class Plan:
             leaves = jax.tree.leaves(self.model.example_point())
             flat = np.concatenate([np.asarray(x, self.flat.dtype).ravel() for x in leaves])
             return np.ascontiguousarray(np.broadcast_to(flat, (len(ids), flat.size)))
+        if self.config.superchains is not None:  # the chains of a superchain share a start
+            ids = ids // (self.config.chains // self.config.superchains)
         points = self.model.initial_points(self.keys.points, ids)
         return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
 

@@ -11,6 +11,7 @@ import numpy as np
 from sluice.io.sinks import ResumableSink
 from sluice.runtime import statistics as run_statistics
 from sluice.runtime.config import RunConfig
+from sluice.stats import nested
 
 __all__ = ["Run", "RunInfo"]
 
@@ -260,6 +261,10 @@ class Run:
         table = summary_table(
             self._finalize(self._summary_key), interval=interval, round_to=round_to
         )
+        if self.info.chains >= nested.MIN_CHAINS:  # many short chains: nested R-hat too
+            superchains = self.info.config.superchains or self.info.chains
+            values = nested.nested_rhat(self._stats_states[self._summary_key], superchains)
+            table["nested_r_hat"] = values if round_to == "none" else np.round(values, 3)
         return table.rename(index=_arviz_labels(self.model, self._finalize(self._summary_key)))
 
     def plot(self, path: str | None = None, *, worst: int = 4) -> Any:

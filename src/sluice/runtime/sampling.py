@@ -47,6 +47,7 @@ def sample(
     stats: dict[str, Statistic] | None = None,
     default_stats: bool | str = "auto",
     until: Converged | None = None,
+    superchains: int | None = None,
     progress: bool = True,
     devices: list[jax.Device] | None = None,
 ) -> Run:
@@ -113,6 +114,12 @@ def sample(
         ``run.info.draws`` the number taken. The draws kept are the first ones
         of the same run without ``until``. The progress line shows the worst
         values so far.
+    superchains
+        Group the chains into this many superchains of contiguous chains that
+        start from one point (with ``init`` a function; a fixed ``init`` starts
+        every chain there anyway). From 64 chains on, the summary adds nested
+        R-hat (Margossian et al. 2024) over these superchains, or over single
+        chains when ``None``.
     progress
         Show a progress bar per phase (only on a terminal, only on process 0).
     devices
@@ -150,6 +157,7 @@ def sample(
         seed=seed,
         default_stats=default_stats,
         until=until,
+        superchains=superchains,
     )
     plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
     try:

@@ -1,0 +1,86 @@
+"""Nested R-hat for many short chains grouped in superchains (Margossian et al. 2024).
+
+With ``K`` superchains of ``M`` chains each (the chains of a superchain start
+from one point), ``N`` draws per chain, chain means ``m_km``, superchain means
+``m_k``, their mean ``m`` and within-chain variances ``s2_km``
+(denominator ``N - 1``)::
+
+    B  = sum_k (m_k - m)^2 / (K - 1)                       between superchains
+    W  = mean_k [ sum_m (m_km - m_k)^2 / (M - 1)           within superchains
+                  + mean_m s2_km ]                          and within chains
+    nR = sqrt(1 + B / W)
+
+(``M = 1``: no between-chain term; ``N = 1``: no within-chain term.) Unlike
+R-hat it stays meaningful when each chain holds few draws, so a run of
+thousands of short chains can stop as soon as its superchains agree.
+
+Streaming: everything above is a function of each chain's draw count and the
+sums of ``y`` and ``y^2`` that the default summary statistic keeps per chain
+(:mod:`sluice.stats.streaming`, ``y = x - c`` with ``c`` shared by all chains),
+so no draw is stored; :func:`nested_rhat` reads them from the per-chain states
+before they are merged. ``superchains`` groups contiguous chains: chain ``c``
+is in superchain ``c // M``.
+
+References
+----------
+Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari & Gelman (2024), "Nested
+R-hat: assessing the convergence of Markov chain Monte Carlo when running many
+short chains", Bayesian Analysis; arXiv:2110.13017.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MIN_CHAINS", "nested_rhat", "nested_rhat_from_moments"]
+
+MIN_CHAINS = 64  # the summary reports nested R-hat from this many chains on
+
+
+def nested_rhat_from_moments(
+    count: np.ndarray, means: np.ndarray, variances: np.ndarray, superchains: int
+) -> np.ndarray:
+    """Nested R-hat from per-chain draw counts ``(C,)``, means and variances ``(C, D)``."""
+    count = np.asarray(count, np.float64)
+    means = np.asarray(means, np.float64)
+    variances = np.asarray(variances, np.float64)
+    chains = means.shape[0]
+    _check(chains, superchains)
+    per = chains // superchains
+    m = means.reshape(superchains, per, -1)
+    super_means = m.mean(axis=1)  # (K, D)
+    between = super_means.var(axis=0, ddof=1)
+    within_super = m.var(axis=1, ddof=1) if per > 1 else np.zeros_like(super_means)
+    within_chain = variances.reshape(superchains, per, -1).mean(axis=1)
+    if np.all(count <= 1):
+        within_chain = np.zeros_like(within_chain)
+    within = (within_super + within_chain).mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt(1.0 + between / within)
+
+
+def nested_rhat(state: Any, superchains: int) -> np.ndarray:
+    """Nested R-hat ``(D,)`` (the elements in the summary's order) from the default
+    summary's per-chain states stacked over chains (``StreamState`` with a leading
+    chain axis, before any merge)."""
+    count = np.asarray(state.count, np.float64)  # (C,)
+    if count.ndim != 1:
+        raise ValueError("nested_rhat needs the per-chain states, stacked over chains")
+    s1 = np.asarray(state.sum1.hi, np.float64) + np.asarray(state.sum1.lo, np.float64)
+    s2 = np.asarray(state.sum2.hi, np.float64) + np.asarray(state.sum2.lo, np.float64)
+    n = np.maximum(count, 1.0)[:, None]
+    means = s1 / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variances = np.where(n > 1, (s2 - s1 * means) / (n - 1), 0.0)
+    return nested_rhat_from_moments(count, means, np.maximum(variances, 0.0), superchains)
+
+
+def _check(chains: int, superchains: Any) -> None:
+    if not isinstance(superchains, int | np.integer) or isinstance(superchains, bool):
+        raise TypeError(f"superchains must be an int, got {superchains!r}")
+    if superchains < 2 or chains % superchains:
+        raise ValueError(
+            f"superchains must be at least 2 and divide the chains ({chains}), got {superchains}"
+        )
