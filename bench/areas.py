@@ -148,6 +148,10 @@ def parse_mcmc(out: Output) -> list[Row]:
     return rows
 
 
+def parse_many_chains(out: Output) -> list[Row]:
+    return list(out.data["rows"])
+
+
 def parse_kernels(out: Output) -> list[Row]:
     """``parse_mcmc``'s rows with ESS per gradient, and for a BlackJAX kernel in sluice's
     engine its time per gradient over that of BlackJAX's own loop (same model)."""
@@ -695,6 +699,46 @@ AREAS: tuple[Area, ...] = (
             "what the chunk engine around BlackJAX's NUTS costs per gradient. *ESS/grad* is "
             "the min bulk ESS per sampling gradient. One repetition: ESS differs by about 15% "
             "from run to run."
+        ),
+    ),
+    Area(
+        name="many-chains",
+        title="Many short chains: ChEES across chains against NUTS per chain",
+        jobs=(
+            Job(
+                "many-chains",
+                ("bench/many_chains.py",),
+                parse_many_chains,
+                ("bench/many_chains.py", "--chains", "64", "--warmup", "100", "--draws", "20"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["chains"], r["variant"]),
+        rank=_index,
+        columns=tuple(
+            (k, h, f)
+            for k, h, f in (
+                ("variant", "variant", ""), ("chains", "chains", "d"), ("wall_s", "wall s", ".1f"),
+                ("compile_s", "compile s", ".1f"), ("warmup_s", "warmup s", ".1f"),
+                ("sampling_s", "sampling s", ".2f"), ("grads_per_draw", "grads/draw", ".1f"),
+                ("min_ess_bulk", "min ESS_bulk", ".0f"), ("ess_per_grad", "ESS/grad", ".4f"),
+                ("ess_per_s_sampling", "ESS/s sampling", ".3g"),
+                ("ess_per_s_total", "ESS/s total", ".3g"), ("max_r_hat", "max R-hat", ".3f"),
+                ("max_nested_r_hat", "max nested R-hat", ".3f"),
+            )
+        ),  # fmt: skip
+        left=("variant",),
+        reading=(
+            "1,024 chains of a 100-dimensional Gaussian with scales log-spaced over [0.1, 10], "
+            "vectorized, each chain from its own standard-normal point, 500 warmup iterations "
+            "and 100 draws, float32, a fresh process per row. `nuts`: sluice's NUTS, each chain "
+            "with its own window adaptation; `chees`: `blackjax.dynamic_hmc` through sluice "
+            "with the ChEES warmup (`sluice.kernels.from_blackjax(blackjax.dynamic_hmc, "
+            "warmup='chees')`), one step size, trajectory length and diagonal metric for all "
+            "chains. *min ESS_bulk* is ArviZ's over the parameters, pooled over the chains; "
+            "*ESS/grad* per sampling gradient; *max R-hat* and *max nested R-hat* (single "
+            "chains as superchains) from sluice's streamed summary; *wall* includes the "
+            "summary."
         ),
     ),
     Area(

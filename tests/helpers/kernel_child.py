@@ -49,6 +49,7 @@ def kernels() -> dict:
         "blackjax.mala": from_blackjax(blackjax.mala),
         "blackjax.mclmc": from_blackjax(blackjax.mclmc),
         "blackjax.adjusted_mclmc": from_blackjax(blackjax.adjusted_mclmc, num_integration_steps=6),
+        "blackjax.dynamic_hmc-chees": from_blackjax(blackjax.dynamic_hmc, warmup="chees"),
         "numpyro.NUTS": from_numpyro(numpyro.infer.NUTS),
         "numpyro.BarkerMH": from_numpyro(numpyro.infer.BarkerMH),
         "numpyro.SA": from_numpyro(numpyro.infer.SA),

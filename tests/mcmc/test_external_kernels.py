@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import arviz as az
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -33,7 +34,8 @@ Z = 4.5  # as tests/test_posteriors.py: ~0 false alarms over the checks below
 BIAS_SD = {"blackjax.mclmc": 0.02}
 # NumPyro's SA is left out: under numpyro.infer.MCMC itself, 4 chains x (2,000 + 6,000)
 # on this Gaussian give sds of 1.58-1.69 for the true 2.0 (seeds 0-2), far outside MCSE
-KNOWN = sorted(set(KERNELS) - {"numpyro.SA"})
+KNOWN = sorted(set(KERNELS) - {"numpyro.SA", "blackjax.dynamic_hmc-chees"})
+CHEES = "blackjax.dynamic_hmc-chees"  # warms up across chains: many chains, vectorized
 
 
 @pytest.mark.parametrize("name", KNOWN)
@@ -54,6 +56,37 @@ def test_known_gaussian_within_mcse(name):
     assert run.info.num_gradients == int(stats["n_steps"].sum())  # the draws' gradients
 
 
+def _dispersed(key):
+    return 2.0 * jax.random.normal(key, (3,))
+
+
+def test_chees_across_chains_recovers_the_gaussian_and_shares_its_parameters():
+    run = sluice.sample(log_density, init=_dispersed, kernel=KERNELS[CHEES], chains=64,
+                        warmup=400, draws=200, seed=3, progress=False)  # fmt: skip
+    x = np.asarray(run.draws["x"], np.float64)
+    for k in range(3):
+        xk = x[..., k]
+        mcse_mean, mcse_sd = float(az.mcse(xk, method="mean")), float(az.mcse(xk, method="sd"))
+        assert abs(xk.mean() - LOC[k]) <= Z * mcse_mean, (k, xk.mean(), mcse_mean)
+        assert abs(xk.std(ddof=1) - SCALES[k]) <= Z * mcse_sd, (k, xk.std(), mcse_sd)
+    params = run.info.params
+    for leaf in jax.tree.leaves(params):  # one state for the run: every chain the same
+        assert np.all(np.asarray(leaf) == np.asarray(leaf)[:1])
+    # the ensemble's metric is the posterior's variances (exact for a Gaussian)
+    np.testing.assert_allclose(params["inverse_mass_matrix"][0], SCALES**2, rtol=0.05)
+    assert "nested_r_hat" in run.summary().columns  # 64 chains
+
+
+def test_chees_shares_its_parameters_across_devices_and_needs_vectorized_chains():
+    settings = dict(init=_dispersed, kernel=KERNELS[CHEES], chains=6, warmup=40, draws=10,
+                    seed=2, progress=False)  # fmt: skip
+    run = sluice.sample(log_density, devices=jax.devices(), **settings)  # 6 chains, 8 slots
+    for leaf in jax.tree.leaves(run.info.params):
+        assert np.all(np.asarray(leaf) == np.asarray(leaf)[:1])
+    with pytest.raises(ValueError, match=r"warms up across chains.*not 'sequential'"):
+        sluice.sample(log_density, chain_method="sequential", **settings)
+
+
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_draws_do_not_depend_on_chunk_size(name):
     settings = dict(chains=2, warmup=30, draws=40, seed=1, progress=False)
@@ -71,7 +104,6 @@ def test_draws_do_not_depend_on_chunk_size(name):
 
 @pytest.mark.parametrize("name", ["blackjax.mclmc", "numpyro.NUTS"])
 def test_chains_over_four_devices_match_one_device(name):
-    import jax
 
     devices = jax.devices()
     assert len(devices) == 4, "conftest sets JAX_NUM_CPU_DEVICES=4"
@@ -87,7 +119,7 @@ def test_chains_over_four_devices_match_one_device(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["blackjax.mclmc", "blackjax.nuts", "numpyro.NUTS"])
+@pytest.mark.parametrize("name", ["blackjax.mclmc", "blackjax.nuts", CHEES, "numpyro.NUTS"])
 def test_a_killed_run_resumes_to_the_uninterrupted_draws(tmp_path, name):
     store = tmp_path / "run.zarr"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}",
@@ -176,10 +208,11 @@ def test_the_docs_examples_run(capsys):
     text = (ROOT / "docs" / "kernels.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     namespace: dict = {}
-    for block in blocks[:2]:  # BlackJAX's, then NumPyro's (the third names a store)
+    for block in blocks[:3]:  # BlackJAX's, ChEES, NumPyro's (the fourth names a store)
         exec(compile(block, "docs/kernels.md", "exec"), namespace)
     assert "r_hat" in capsys.readouterr().out
     assert namespace["run"].draws["x"].shape == (4, 1000, 3)
+    assert namespace["many"].info.chains == 64
     for module in ("sluice.kernels", "sluice.mcmc.blackjax_kernel", "sluice.mcmc.numpyro_kernel"):
         result = doctest.testmod(importlib.import_module(module))
         assert result.failed == 0 and result.attempted > 0, module

@@ -42,17 +42,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.mcmc import mclmc_tuning
+from sluice.mcmc import chees, mclmc_tuning
 from sluice.mcmc.kernel import Warmup
 from sluice.mcmc.kernels import window_warmup
 
 __all__ = ["BlackJAXKernel", "from_blackjax"]
 
-WARMUPS = ("window", "step_size", "mclmc")
+WARMUPS = ("window", "step_size", "mclmc", "chees")
 _TUNES = {
     "window": ("step_size", "inverse_mass_matrix"),
     "step_size": ("step_size",),
     "mclmc": ("L", "step_size", "inverse_mass_matrix"),
+    "chees": ("step_size", "inverse_mass_matrix", "integration_steps_params"),
 }
 # the warmup each algorithm gets by default, and its target acceptance
 _DEFAULT_WARMUP = {
@@ -132,6 +133,14 @@ def from_blackjax(
         )
     if warmup is not None and "step_size" not in accepted:
         raise ValueError(f"warmup={warmup!r} tunes step_size, which {name} does not take")
+    if warmup == "chees":  # ChEES jitters dynamic HMC's trajectories (sluice.mcmc.chees)
+        if name != "dynamic_hmc":
+            raise ValueError(f"warmup='chees' runs blackjax.dynamic_hmc, not blackjax.{name}")
+        for fixed in ("inverse_mass_matrix", "integration_steps_params"):
+            if fixed in params:
+                raise ValueError(f"warmup='chees' tunes {fixed}: do not pass it")
+        params.setdefault("integration_steps_fn", chees.jittered_steps)
+        params.setdefault("next_random_arg_fn", chees.next_key)
     tuned = tuple(p for p in _TUNES.get(warmup, ()) if p in accepted and p not in params)
     required = [
         p
@@ -277,6 +286,10 @@ class BlackJAXKernel:
         step_size = params.get("step_size", dict(self.static).get("step_size"))
         if step_size is not None:
             stats["step_size"] = real(step_size)
+        if self.warmup_name == "chees":  # for the warmup only (not recorded)
+            stats["_initial"] = state.position
+            stats["_proposal"] = fields["proposal"].position
+            stats["_momentum"] = fields["proposal"].momentum
         return new, stats
 
     def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
@@ -303,6 +316,8 @@ class BlackJAXKernel:
             return _fixed_warmup(fixed)
         if self.warmup_name == "mclmc":
             return mclmc_tuning.warmup(self.tuned, fixed)
+        if self.warmup_name == "chees":
+            return chees.warmup(self.initial_step_size)
         tuned = self.tuned
 
         def to_params(step_size, inverse_mass_matrix):
@@ -342,13 +357,11 @@ def _algorithm_name(algorithm: Any) -> str:
             "algorithm must be a BlackJAX sampling algorithm such as blackjax.nuts or "
             f"blackjax.mala, got {algorithm!r}"
         )
-    import blackjax  # the name users know it by: blackjax.<name>
+    import blackjax  # the name users know it by: blackjax.<name> (its module's, of aliases)
 
-    for name, value in vars(blackjax).items():
-        if value is algorithm:
-            return name
-    module = getattr(differentiable, "__module__", "") or ""
-    return module.rsplit(".", 1)[-1]
+    module = (getattr(differentiable, "__module__", "") or "").rsplit(".", 1)[-1]
+    names = [name for name, value in vars(blackjax).items() if value is algorithm]
+    return module if module in names or not names else names[0]
 
 
 def _signature(algorithm: Any, name: str) -> inspect.Signature:

@@ -45,6 +45,7 @@ from sluice.stats.base import Statistic, block_update
 __all__ = ["ChainCarry", "ChunkCounters", "ChunkProgram", "RunKeys", "sample_stats_shapes"]
 
 _KERNEL_INIT = 0x6B65726E  # fold_in(init key of a chain, this): the key of Kernel.init
+_CHAINS = "chain"  # the vmap axis of a device's chains
 
 
 class RunKeys(NamedTuple):
@@ -100,6 +101,7 @@ class ChunkProgram:
     record: bool
     chain_method: str
     mesh: Mesh | None
+    num_chains: int | None = None  # the run's real chains (cross-chain warmups' means)
 
     def key(self, name: str) -> tuple:
         """The compile-cache key of the program ``name`` (``init``, ``advance``,
@@ -109,6 +111,7 @@ class ChunkProgram:
         return (
             "mcmc.chunk", name, self.flat_model.fingerprint, self.kernel,
             self.statistic.cache_key, self.chunk_size, self.record, self.chain_method, devices,
+            self.num_chains,
         )  # fmt: skip
 
     def jitted(self, name: str) -> Callable:
@@ -187,11 +190,14 @@ class ChunkProgram:
             key, aux_key = random.split(folded)
             key = jnp.where(warming, key, folded)
             kstate, stats = self.kernel.step(key, carry.kernel, logdensity, carry.params)
+            private = stats
+            stats = {k: v for k, v in stats.items() if not k.startswith("_")}
+            across = (self._mean_over_chains(chain_id),) if warmup.across_chains else ()
 
             def adapt_(_, acc):
                 astate, params, _ = acc
                 astate, extra = warmup.update(
-                    aux_key, astate, i, schedule, kstate, stats, logdensity
+                    aux_key, astate, i, schedule, kstate, private, logdensity, *across
                 )
                 params = jax.tree.map(
                     lambda final, current: jnp.where(i == num_warmup - 1, final, current),
@@ -250,6 +256,20 @@ class ChunkProgram:
 
         return step
 
+    def _mean_over_chains(self, chain_id: jax.Array) -> Callable[[jax.Array], jax.Array]:
+        """``mean(x)``: the mean of ``x`` over the run's real chains (padded slots left
+        out), across the chains of a device (the ``vmap`` axis) and across devices and
+        processes (the mesh axis)."""
+        axes = (_CHAINS,) + (("chains",) if self.mesh is not None and self.mesh.size > 1 else ())
+        num_chains = self.num_chains
+
+        def mean(x: jax.Array) -> jax.Array:
+            real = (chain_id < num_chains) if num_chains is not None else jnp.bool_(True)
+            w = real.astype(x.dtype)
+            return jax.lax.psum(x * w, axes) / jax.lax.psum(w, axes)
+
+        return mean
+
     def _step_output_shapes(self, consts, carry: ChainCarry, warming, start, step: Callable):
         """Shapes of ``step``'s ``(counters, record)``, without tracing a kernel step
         (a NUTS transition costs ~0.1 s to trace) when the kernel declares its
@@ -263,7 +283,9 @@ class ChunkProgram:
         record = None
         x = jax.ShapeDtypeStruct(position.shape, position.dtype)
         if self.record:
-            record = jax.eval_shape(self._record, consts, x, self.kernel.stats_shapes(x.dtype))
+            shapes = self.kernel.stats_shapes(x.dtype)
+            shapes = {k: v for k, v in shapes.items() if not k.startswith("_")}
+            record = jax.eval_shape(self._record, consts, x, shapes)
         elif self._block_rows:
             record = {"posterior": jax.eval_shape(self.flat_model.draws_fn, consts, x)}
         return counters, record
@@ -352,8 +374,8 @@ class ChunkProgram:
                 args[len(args) - num_unbatched_tail :],
             )
             one = lambda *pc: fn(consts, *pc, *shared)  # noqa: E731
-            if self.chain_method == "vectorized":
-                return jax.vmap(one)(*per_chain)
+            if self.chain_method == "vectorized":  # named: cross-chain warmups reduce over it
+                return jax.vmap(one, axis_name=_CHAINS)(*per_chain)
             if carry_first:
                 return _map_in_place(one, per_chain)
             return jax.lax.map(lambda pc: one(*pc), per_chain)
@@ -413,13 +435,15 @@ def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.
     x = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
     logdensity = functools.partial(flat_model.logdensity_fn, flat_model.consts)
     if jax.eval_shape(logdensity, x).dtype == flat_model.dtype:
-        return kernel.stats_shapes(flat_model.dtype)
+        shapes = kernel.stats_shapes(flat_model.dtype)
+        return {k: v for k, v in shapes.items() if not k.startswith("_")}
 
     def one(x: jax.Array) -> dict[str, jax.Array]:
         key = jnp.zeros((2,), jnp.uint32)
         warmup = kernel.warmup()
         kstate = kernel.init(x, logdensity, key)
         astate, _ = warmup.init(key, kstate, logdensity)
-        return kernel.step(key, kstate, logdensity, warmup.params(astate))[1]
+        stats = kernel.step(key, kstate, logdensity, warmup.params(astate))[1]
+        return {k: v for k, v in stats.items() if not k.startswith("_")}
 
     return jax.eval_shape(one, x)

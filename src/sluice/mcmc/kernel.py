@@ -59,7 +59,14 @@ class Warmup(NamedTuple):
       warmup ``iteration``;
     * ``params(state)``: the parameters the next step uses;
     * ``final(state)``: the parameters every draw uses (taken at the last
-      warmup iteration).
+      warmup iteration);
+    * ``across_chains``: ``update`` takes one more argument, ``mean(x)``, the
+      mean of ``x`` over every chain of the run (across devices and processes;
+      ChEES, say). Such a warmup needs vectorized chains, and keeps its state
+      the same on every chain.
+
+    A kernel's statistics whose names start with ``_`` reach ``update`` only
+    (a proposal's position, say); they are neither recorded nor summed.
     """
 
     schedule: Callable[[int], Any]
@@ -67,6 +74,7 @@ class Warmup(NamedTuple):
     update: Callable[..., tuple[Any, jax.Array]]
     params: Callable[[Any], Any]
     final: Callable[[Any], Any]
+    across_chains: bool = False
 
 
 @runtime_checkable

@@ -87,9 +87,18 @@ class Plan:
         topology = Topology.build(config.chains, devices)
         chains_per_device = topology.num_slots // len(topology.devices)
         chain_method = config.chain_method
+        across_chains = config.kernel.warmup().across_chains
+        if across_chains and chain_method == "sequential":
+            raise ValueError(
+                f"the kernel {config.kernel.to_config()['name']!r} warms up across chains, "
+                "which needs vectorized chains: chain_method='vectorized' or 'auto', "
+                "not 'sequential'"
+            )
         if chain_method == "auto":
-            chain_method = choose_chain_method(
-                flat, config.kernel, topology.devices, chains_per_device
+            chain_method = (
+                "vectorized"
+                if across_chains
+                else choose_chain_method(flat, config.kernel, topology.devices, chains_per_device)
             )
         local = topology.local_chains
         layout = Layout(
@@ -126,6 +135,7 @@ class Plan:
             sink.keeps_draws,
             chain_method,
             topology.mesh,
+            config.chains if across_chains else None,
         )
         return cls(
             config,

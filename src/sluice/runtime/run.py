@@ -249,7 +249,18 @@ class Run:
             kwargs: dict[str, Any] = {"stat_focus": "median"} if interval == "eti" else {}
             if round_to is not None:
                 kwargs["round_to"] = round_to
-            return import_arviz().summary(self.to_arviz(), **kwargs)
+            table = import_arviz().summary(self.to_arviz(), **kwargs)
+            if self.info.chains >= nested.MIN_CHAINS:  # many short chains: nested R-hat too
+                draws = [np.asarray(v, np.float64) for v in self.draws.values()]
+                x = np.concatenate([d.reshape(d.shape[0], d.shape[1], -1) for d in draws], -1)
+                values = nested.nested_rhat_from_moments(
+                    np.full(x.shape[0], x.shape[1]), x.mean(1),
+                    x.var(1, ddof=1) if x.shape[1] > 1 else np.zeros(x.shape[::2]),
+                    self.info.config.superchains or self.info.chains,
+                )  # fmt: skip
+                if len(values) == len(table):
+                    table["nested_r_hat"] = values if round_to == "none" else np.round(values, 3)
+            return table
         if self._summary_key is None:
             raise ValueError(
                 "this run computed no summary statistics (default_stats=False)"
