@@ -125,13 +125,18 @@ def test_to_json_by_hand():
                    "dense_mass": False, "divergence_threshold": 1000.0,
                    "initial_step_size": 1.0},
         "chain_method": "vectorized", "seed": 11, "default_stats": True,
-        "statistics": ["moments", "sums"], "until": None,
+        "statistics": ["moments", "sums"], "until": None, "superchains": None,
     }  # fmt: skip
 
 
 def test_stores_written_before_until_read_as_no_target():
     stored = {k: v for k, v in RESOLVED[0].to_json().items() if k != "until"}
     assert RunConfig.from_json(stored).until is None
+
+
+def test_stores_written_before_superchains_read_as_none():
+    stored = {k: v for k, v in RESOLVED[0].to_json().items() if k != "superchains"}
+    assert RunConfig.from_json(stored).superchains is None
 
 
 def test_unknown_json_keys_raise_naming_them():
