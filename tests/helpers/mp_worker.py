@@ -3,7 +3,8 @@
 ``python -m tests.helpers.mp_worker MODE OUT`` with MODE one of
 ``draws`` (sample to memory, save this process's draws and summary to OUT/p<i>.npz),
 ``until`` (sample to the store OUT/run.zarr until converged, save draws and the stop to
-OUT/p<i>.npz), ``store`` (sample to the store OUT; process 1 SIGKILLs itself after writing
+OUT/p<i>.npz), ``chees`` (ChEES across the chains of every process, save draws and tuned
+parameters to OUT/p<i>.npz), ``store`` (sample to the store OUT; process 1 SIGKILLs itself after writing
 its third chunk), ``resume`` (finish the store OUT).
 """
 
@@ -60,6 +61,24 @@ def main(mode: str, out: str) -> None:
             os.path.join(out, f"p{jax.process_index()}.npz"),
             x=run.draws["x"][...],
             converged_at=run.info.converged_at,
+        )
+    elif mode == "chees":  # a warmup across the chains of both processes
+        import blackjax
+
+        kernel = sluice.kernels.from_blackjax(blackjax.dynamic_hmc, warmup="chees")
+        run = sluice.sample(
+            model(), init=lambda key: {"x": jax.random.normal(key, (3,))}, kernel=kernel,
+            chains=8, warmup=60, draws=20, chunk_size=20, seed=4, progress=False,
+        )  # fmt: skip
+        np.savez(
+            os.path.join(out, f"p{jax.process_index()}.npz"),
+            x=run.draws["x"],
+            **{
+                k: np.asarray(v)
+                for k, v in run.info.params.items()
+                if k != "integration_steps_params"
+            },
+            steps=np.asarray(run.info.params["integration_steps_params"][0]),
         )
     elif mode == "store":
         sluice.sample(model(), sink=DiesAfterThirdWrite(out), progress=False, **SETTINGS)

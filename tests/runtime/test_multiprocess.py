@@ -143,3 +143,13 @@ def test_until_stops_every_process_at_the_chunk_one_process_stops_at(tmp_path):
     assert sink.stopped() == one.info.converged_at
     np.testing.assert_array_equal(sink.kept()["posterior"]["x"][...], one.draws["x"])
     assert_all_dead(result.pids)
+
+
+def test_a_warmup_across_chains_reduces_over_every_process(tmp_path):
+    result = run_workers("chees", tmp_path)
+    assert result.ok, result.outputs
+    parts = [np.load(tmp_path / f"p{i}.npz") for i in range(2)]
+    for name in ("step_size", "inverse_mass_matrix", "steps"):
+        values = np.stack([part[name] for part in parts])  # (process, chain, ...)
+        assert np.all(values == values[:1, :1]), name  # one state: every chain, both processes
+    np.testing.assert_array_equal(parts[0]["x"], parts[1]["x"])  # both report every chain
