@@ -151,16 +151,16 @@ def _start_child(store: Path, cache: Path) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_killed_at_random_moments_then_resumed_gives_identical_draws(tmp_path, reference):
-    """SIGKILL a run at 20 random moments (between chunks and mid-write); resume each time."""
+    """SIGKILL a run at 12 random moments (between chunks and mid-write); resume each time."""
     rng = random.Random(20261130)
     cache = tmp_path / "jax-cache"
     kills, cycles = 0, 0
-    while kills < 20:
+    while kills < 12:
         store = tmp_path / f"run-{cycles}.zarr"
         cycles += 1
         while True:
             proc = _start_child(store, cache)
-            if kills < 20:
+            if kills < 12:
                 time.sleep(rng.uniform(1.0, 5.0))
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)

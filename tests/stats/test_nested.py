@@ -76,13 +76,13 @@ def _log_density(p):
 
 def test_a_run_reports_nested_rhat_from_its_streamed_moments():
     run = sluice.sample(_log_density, init=_init, chains=64, warmup=30, draws=12, superchains=8,
-                        default_stats=True, progress=False, seed=4)  # fmt: skip
+                        chunk_size=30, default_stats=True, progress=False, seed=4)  # fmt: skip
     table = run.summary(round_to="none")
     x = np.asarray(run.draws["x"], np.float64)
     for k in range(2):
         expected = nested_by_definition(x[..., k], 8)
         np.testing.assert_allclose(table["nested_r_hat"].iloc[k], expected, rtol=1e-5)
-    few = sluice.sample(_log_density, init=_init, chains=8, warmup=30, draws=12,
+    few = sluice.sample(_log_density, init=_init, chains=2, warmup=10, draws=10, chunk_size=10,
                         default_stats=True, progress=False)  # fmt: skip
     assert "nested_r_hat" not in few.summary().columns  # fewer than 64 chains
 
