@@ -124,7 +124,7 @@ def test_the_docs_examples_run(capsys):
     for block in blocks[:3]:  # BlackJAX's, ChEES, NumPyro's (the fourth names a store)
         exec(compile(block, "docs/kernels.md", "exec"), namespace)
     assert "r_hat" in capsys.readouterr().out
-    assert namespace["run"].draws["x"].shape == (4, 1000, 3)
+    assert namespace["run"].draws["x"].shape == (4, 500, 3)
     assert namespace["many"].info.chains == 64
     for module in ("sluice.kernels", "sluice.mcmc.blackjax_kernel", "sluice.mcmc.numpyro_kernel"):
         result = doctest.testmod(importlib.import_module(module))
