@@ -665,7 +665,7 @@ AREAS: tuple[Area, ...] = (
                 ("bench/mcmc.py", "--quick", "--models", "logreg_large", "--no-chunks",
                  "--variants", KERNEL_VARIANTS),
                 json=True,
-            ),  # fmt: skip
+            ),
         ),
         key=lambda r: (r["model"], r["variant"]),
         rank=lambda r: (MCMC_MODELS(r["model"]), KERNEL_ORDER(r["variant"])),
@@ -702,6 +702,40 @@ AREAS: tuple[Area, ...] = (
         ),
     ),
     Area(
+        name="engine-cost",
+        title="The chunk engine around BlackJAX's NUTS: time per gradient",
+        jobs=(
+            Job(
+                "engine-cost",
+                ("bench/engine_cost.py",),
+                parse_many_chains,
+                ("bench/engine_cost.py", "--models", "logreg_large", "--draws", "100",
+                 "--reps", "1"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["variant"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("dim", "dim", ",d"),
+            ("variant", "variant", ""),
+            ("reps", "reps", "d"),
+            ("us_per_grad", "µs/gradient", ".1f"),
+            ("ratio", "vs BlackJAX loop", ".3f"),
+        ),
+        left=("variant",),
+        reading=(
+            "`blackjax.nuts` with one fixed step size and inverse mass matrix (from a short "
+            "sluice warmup), one chain from the same point, 500 transitions: BlackJAX's own "
+            "loop (`lax.scan` of `nuts.step`, positions stacked) against the same kernel in "
+            "sluice's engine (`from_blackjax(blackjax.nuts, warmup=None, ...)`, draws kept in "
+            "memory) in one chunk and in ten. Keys differ, so trajectories differ: the figure "
+            "is sampling time per gradient, the median of 5 repetitions taken in turn in one "
+            "process after compiling, and its ratio to BlackJAX's loop."
+        ),
+    ),
+    Area(
         name="many-chains",
         title="Many short chains: ChEES across chains against NUTS per chain",
         jobs=(
@@ -726,7 +760,7 @@ AREAS: tuple[Area, ...] = (
                 ("ess_per_s_total", "ESS/s total", ".3g"), ("max_r_hat", "max R-hat", ".3f"),
                 ("max_nested_r_hat", "max nested R-hat", ".3f"),
             )
-        ),  # fmt: skip
+        ),
         left=("variant",),
         reading=(
             "1,024 chains of a 100-dimensional Gaussian with scales log-spaced over [0.1, 10], "
