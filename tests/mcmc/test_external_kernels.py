@@ -108,6 +108,14 @@ def test_kernels_hash_by_their_settings():
         a.to_config()["arrays"]["inverse_mass_matrix"]
         != c.to_config()["arrays"]["inverse_mass_matrix"]
     )
+    import numpyro.infer
+
+    from sluice.kernels import from_numpyro
+
+    mass = {"inverse_mass_matrix": np.ones(3)}
+    n1, n2 = (from_numpyro(numpyro.infer.NUTS, **mass) for _ in range(2))
+    assert n1 == n2 and hash(n1) == hash(n2)  # array settings hash by their bytes
+    assert n1 != from_numpyro(numpyro.infer.NUTS, inverse_mass_matrix=np.full(3, 2.0))
     # the gradients of a step: integration steps times the integrator's (McLachlan: 2)
     assert from_blackjax(blackjax.mclmc).gradients_per_step == 2
     assert from_blackjax(blackjax.nuts).gradients_per_step == 1

@@ -117,7 +117,7 @@ def from_blackjax(
     """
     name = _algorithm_name(algorithm)
     signature = _signature(algorithm, name)
-    accepted = [p for p in list(signature.parameters)[1:]]  # after logdensity_fn
+    accepted = list(signature.parameters)[1:]  # after logdensity_fn
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise TypeError(f"{name} has no parameter(s) {unknown}; its parameters are {accepted}")

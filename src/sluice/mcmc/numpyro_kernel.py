@@ -94,15 +94,28 @@ def from_numpyro(kernel_class: Any, **kernel_kwargs: Any) -> NumPyroKernel:
     return NumPyroKernel(kernel_class, tuple(sorted(kernel_kwargs.items())))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class NumPyroKernel:
-    """A NumPyro kernel class behind :class:`sluice.mcmc.kernel.Kernel` (see :func:`from_numpyro`)."""
+    """A NumPyro kernel class behind :class:`sluice.mcmc.kernel.Kernel` (see :func:`from_numpyro`).
+
+    Equal settings compare (and hash) equal: arrays by their bytes, code by identity.
+    """
 
     kernel_class: Any
     settings: tuple[tuple[str, Any], ...]
     num_warmup: int | None = None  # set by the run (for_warmup)
     lockstep: float = 1.5
     bookkeeping_bytes_per_dim: int = 100
+
+    def _identity(self) -> tuple:
+        settings = tuple((k, _value_key(v)) for k, v in self.settings)
+        return (self.kernel_class, settings, self.num_warmup)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NumPyroKernel) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     @property
     def name(self) -> str:
@@ -191,6 +204,19 @@ class NumPyroKernel:
         return Warmup(
             lambda num_warmup: np.int32(num_warmup), init, update, lambda s: (), lambda s: ()
         )
+
+
+def _value_key(value: Any) -> Any:
+    if isinstance(value, np.ndarray | jax.Array | np.generic):
+        a = np.ascontiguousarray(value)
+        return ("array", a.dtype.str, a.shape, a.tobytes())
+    if callable(value):
+        return ("callable", id(value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("repr", repr(value))
+    return value
 
 
 def _describe(value: Any) -> Any:
