@@ -33,7 +33,6 @@ coefficients: velocity Verlet 1, McLachlan 2, Yoshida 3, Omelyan 5).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -43,8 +42,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from sluice.mcmc import chees, mclmc_tuning
-from sluice.mcmc.kernel import Warmup
+from sluice.mcmc.kernel import Warmup, constant_warmup
 from sluice.mcmc.kernels import window_warmup
+from sluice.mcmc.settings import describe, digest, setting_key
 
 __all__ = ["BlackJAXKernel", "from_blackjax"]
 
@@ -213,8 +213,8 @@ class BlackJAXKernel:
 
     # -- identity ------------------------------------------------------------------
     def _identity(self) -> tuple:
-        static = tuple((k, _value_key(v)) for k, v in self.static)
-        arrays = tuple((k, _digest(v)) for k, v in self.arrays)
+        static = tuple((k, setting_key(v)) for k, v in self.static)
+        arrays = tuple((k, digest(v)) for k, v in self.arrays)
         return (id(self.algorithm), self.name, self.warmup_name, self.tuned, static, arrays,
                 self.target_accept, self.dense_mass, self.initial_step_size,
                 self.gradients_per_step)  # fmt: skip
@@ -234,8 +234,8 @@ class BlackJAXKernel:
             "external": True,
             "warmup": self.warmup_name,
             "tuned": list(self.tuned),
-            "static": {k: _describe(v) for k, v in self.static},
-            "arrays": {k: _digest(v) for k, v in self.arrays},
+            "static": {k: describe(v) for k, v in self.static},
+            "arrays": {k: digest(v) for k, v in self.arrays},
             "target_accept": self.target_accept,
             "dense_mass": self.dense_mass,
             "initial_step_size": self.initial_step_size,
@@ -313,7 +313,7 @@ class BlackJAXKernel:
     def warmup(self) -> Warmup:
         fixed = {k: jnp.asarray(v) for k, v in self.arrays}
         if self.warmup_name is None:
-            return _fixed_warmup(fixed)
+            return constant_warmup(fixed)
         if self.warmup_name == "mclmc":
             return mclmc_tuning.warmup(self.tuned, fixed)
         if self.warmup_name == "chees":
@@ -334,20 +334,6 @@ class BlackJAXKernel:
             to_params,
             step_size_only=self.warmup_name == "step_size",
         )
-
-
-def _fixed_warmup(fixed: dict[str, jax.Array]) -> Warmup:
-    """No tuning: the parameters are the given arrays throughout."""
-
-    def init(rng_key, kstate, logdensity_fn):
-        return (), jnp.int32(0)
-
-    def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
-        return state, jnp.int32(0)
-
-    return Warmup(
-        lambda num_warmup: np.int32(num_warmup), init, update, lambda s: fixed, lambda s: fixed
-    )
 
 
 def _algorithm_name(algorithm: Any) -> str:
@@ -386,32 +372,3 @@ def _gradients_per_step(integrator: Callable) -> int:
         f"cannot tell how many gradients the integrator {integrator!r} evaluates per step; "
         "pass gradients_per_step= to from_blackjax"
     )
-
-
-def _digest(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a)
-    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
-    h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def _describe(value: Any) -> Any:
-    if callable(value):
-        return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', repr(value))}"
-    if isinstance(value, np.generic | np.ndarray | jax.Array):
-        return np.asarray(value).tolist()
-    if isinstance(value, int | float | bool | str) or value is None:
-        return value
-    return repr(value)
-
-
-def _value_key(value: Any) -> Any:
-    if callable(value):
-        return ("callable", id(value))
-    if isinstance(value, np.generic | np.ndarray | jax.Array):
-        return ("array", _digest(np.asarray(value)))
-    try:
-        hash(value)
-    except TypeError:
-        return ("repr", repr(value))
-    return value

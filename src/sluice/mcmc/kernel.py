@@ -28,8 +28,10 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Kernel", "KernelParams", "KernelState", "Warmup"]
+__all__ = ["Kernel", "KernelParams", "KernelState", "Warmup", "constant_warmup"]
 
 
 class KernelState(NamedTuple):
@@ -101,3 +103,18 @@ class Kernel(Protocol):
     def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]: ...
 
     def to_config(self) -> dict[str, Any]: ...
+
+
+def constant_warmup(params: Any) -> Warmup:
+    """A warmup that tunes nothing: ``params`` throughout (fixed parameters, or a kernel
+    that adapts inside its own state, as NumPyro's do)."""
+
+    def init(rng_key, kstate, logdensity_fn):
+        return (), jnp.int32(0)
+
+    def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
+        return state, jnp.int32(0)
+
+    return Warmup(
+        lambda num_warmup: np.int32(num_warmup), init, update, lambda s: params, lambda s: params
+    )

@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from sluice.mcmc.kernel import Warmup
+from sluice.mcmc.kernel import Warmup, constant_warmup
+from sluice.mcmc.settings import describe, setting_key
 
 __all__ = ["NumPyroKernel", "NumPyroState", "from_numpyro"]
 
@@ -108,7 +108,7 @@ class NumPyroKernel:
     bookkeeping_bytes_per_dim: int = 100
 
     def _identity(self) -> tuple:
-        settings = tuple((k, _value_key(v)) for k, v in self.settings)
+        settings = tuple((k, setting_key(v)) for k, v in self.settings)
         return (self.kernel_class, settings, self.num_warmup)
 
     def __eq__(self, other: object) -> bool:
@@ -130,7 +130,7 @@ class NumPyroKernel:
         return {
             "name": self.name,
             "external": True,
-            "settings": {k: _describe(v) for k, v in self.settings},
+            "settings": {k: describe(v) for k, v in self.settings},
             "num_warmup": self.num_warmup,
         }
 
@@ -194,36 +194,4 @@ class NumPyroKernel:
 
     def warmup(self) -> Warmup:
         """NumPyro adapts inside its own state: sluice's warmup only counts iterations."""
-
-        def init(rng_key, kstate, logdensity_fn):
-            return (), jnp.int32(0)
-
-        def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
-            return state, jnp.int32(0)
-
-        return Warmup(
-            lambda num_warmup: np.int32(num_warmup), init, update, lambda s: (), lambda s: ()
-        )
-
-
-def _value_key(value: Any) -> Any:
-    if isinstance(value, np.ndarray | jax.Array | np.generic):
-        a = np.ascontiguousarray(value)
-        return ("array", a.dtype.str, a.shape, a.tobytes())
-    if callable(value):
-        return ("callable", id(value))
-    try:
-        hash(value)
-    except TypeError:
-        return ("repr", repr(value))
-    return value
-
-
-def _describe(value: Any) -> Any:
-    if callable(value):
-        return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', repr(value))}"
-    if isinstance(value, np.generic | np.ndarray | jax.Array):
-        return np.asarray(value).tolist()
-    if isinstance(value, int | float | bool | str) or value is None:
-        return value
-    return repr(value)
+        return constant_warmup(())
