@@ -4,7 +4,10 @@ This must run before anything initialises the JAX backend; pytest imports
 conftest.py before the test modules.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 import warnings
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -13,6 +16,15 @@ os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 # the background would add minutes of CPU to the suite. tests/_jax/test_compile.py and tests/runtime/test_statistics.py turn
 # it back on where it is under test.
 os.environ.setdefault("SLUICE_BACKGROUND_COMPILE", "0")
+# One persistent compilation cache for the whole session: its worker processes and the
+# child processes tests start share it. Modules drop their compiled programs (below) and
+# child processes start cold, so the same programs would otherwise compile again and again.
+# The first process to load this file makes the folder (the workers inherit the variable).
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="sluice-tests-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _cache
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
 
 

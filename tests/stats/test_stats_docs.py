@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import doctest
 import pathlib
 import re
 
@@ -46,16 +45,3 @@ def test_no_io_or_report_libraries_at_import(path):
     assert not any(
         isinstance(n, ast.Call) and getattr(n.func, "id", None) == "print" for n in ast.walk(tree)
     ), f"{path.name} prints"
-
-
-@pytest.mark.slow
-def test_docstring_examples_run():
-    """Every public docstring's example runs (they compile several statistics: slow)."""
-    import importlib
-
-    modules = ["base", "combinators", "moments", "convergence", "summary"]
-    failures = 0
-    for name in modules:
-        module = importlib.import_module(f"sluice.stats.{name}")
-        failures += doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed
-    assert failures == 0
