@@ -6,6 +6,7 @@ inference, for log-densities written for one point.
 """
 
 from sluice import kernels, stats, vi
+from sluice._jax import cores as _cores
 from sluice._version import __version__ as __version__
 from sluice.io.store import ZarrSink
 from sluice.io.store import open_store as open
@@ -16,6 +17,10 @@ from sluice.runtime.run import Run
 from sluice.runtime.sampling import resume, sample
 from sluice.runtime.until import converged
 
+# None of the imports above starts JAX's backend, so it is not too late to give it
+# one CPU device per core (chains then run on every core; see sluice._jax.cores).
+_cores.use_every_core()
+
 __all__ = [
     "HMC",
     "NUTS",
@@ -23,6 +28,7 @@ __all__ = [
     "Run",
     "ZarrSink",
     "converged",
+    "cpu_devices",
     "distributed",
     "from_numpyro",
     "from_pymc",
@@ -36,6 +42,19 @@ __all__ = [
     "stats",
     "vi",
 ]
+
+
+def cpu_devices() -> _cores.CpuDevices:
+    """What ``import sluice`` did about JAX's CPU devices, and why.
+
+    On a multi-core CPU sluice asks JAX for one CPU device per usable core
+    (so chains run in parallel) unless the user chose a count already
+    (``JAX_NUM_CPU_DEVICES``, ``jax.config.update("jax_num_cpu_devices", n)``,
+    XLA's ``--xla_force_host_platform_device_count``, or
+    ``SLUICE_CPU_DEVICES=n``) or JAX's backend had started.
+    ``requested`` is the count sluice set (``None``: it set nothing).
+    """
+    return _cores.choice()
 
 
 def __getattr__(name: str):

@@ -23,6 +23,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from sluice._jax import cores
+
 __all__ = ["Topology"]
 
 BARRIER_TIMEOUT_SECONDS = 7 * 24 * 3600.0
@@ -42,12 +44,14 @@ class Topology:
     @classmethod
     def build(cls, num_chains: int, devices: list[jax.Device] | tuple | None = None) -> Topology:
         """Lay ``num_chains`` chains over ``devices`` (default: every device of every process;
-        in a single process, no more devices than chains)."""
+        in a single process, no more devices than chains; on CPU ``import sluice`` gave
+        JAX one device per core, see :mod:`sluice._jax.cores`)."""
         process_count = jax.process_count()
         if devices is None:
             devices = jax.devices()
             if process_count == 1:
                 devices = devices[: max(1, min(len(devices), num_chains))]
+                cores.note_single_core(num_chains, devices)
         devices = tuple(devices)
         if not devices:
             raise ValueError("devices must name at least one device, got an empty list")

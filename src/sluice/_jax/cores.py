@@ -1,0 +1,120 @@
+"""One JAX CPU device per usable core, so that chains run on every core by default.
+
+JAX's CPU backend exposes one device unless told otherwise before it starts
+(``jax_num_cpu_devices`` or XLA's ``--xla_force_host_platform_device_count``),
+and one CPU device runs one program at a time: four chains on it use one
+core's worth of parallelism. sluice places chains over devices
+(:class:`sluice.runtime.parallel.Topology`), so ``import sluice`` asks JAX for
+one CPU device per core this process may run on, **only** when nothing chose
+already:
+
+* ``SLUICE_CPU_DEVICES=N`` in the environment asks for ``N`` devices
+  (``1``: leave JAX's single device);
+* a value of ``jax_num_cpu_devices`` set by the user (``JAX_NUM_CPU_DEVICES``
+  or ``jax.config.update``) or ``--xla_force_host_platform_device_count`` in
+  ``XLA_FLAGS`` is left as it is;
+* once the backend has started (a JAX computation ran before ``import
+  sluice``) nothing can change; :func:`note_single_core` then says so once
+  when a run could have used more cores.
+
+The setting only adds CPU devices: JAX's default device, and so where the
+user's own computations run, stays ``cpu:0``; accelerators are untouched.
+:func:`choice` reports what was decided and why (``sluice.cpu_devices()``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import warnings
+
+__all__ = ["CpuDevices", "choice", "note_single_core", "usable_cores", "use_every_core"]
+
+ENV = "SLUICE_CPU_DEVICES"
+_FLAG = "--xla_force_host_platform_device_count"
+_log = logging.getLogger("sluice")
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuDevices:
+    """What ``import sluice`` did about JAX's CPU devices."""
+
+    requested: int | None  # the count sluice set, None if it set nothing
+    reason: str  # why, in words
+
+
+_choice = CpuDevices(None, "not decided yet")
+_noted = False
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS reports it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def use_every_core() -> CpuDevices:
+    """Ask JAX for one CPU device per usable core unless the user chose (see the module)."""
+    global _choice
+    import jax
+
+    env = os.environ.get(ENV)
+    if env is not None:
+        try:
+            wanted = int(env)
+        except ValueError:
+            raise ValueError(f"{ENV} must be a whole number of CPU devices, got {env!r}") from None
+        if wanted < 1:
+            raise ValueError(f"{ENV} must be at least 1, got {env!r}")
+        source = f"{ENV}={env}"
+    else:
+        wanted, source = usable_cores(), "one per usable core"
+    if jax.config.jax_num_cpu_devices != -1:
+        _choice = CpuDevices(None, f"jax_num_cpu_devices={jax.config.jax_num_cpu_devices} was set")
+    elif _FLAG in os.environ.get("XLA_FLAGS", ""):
+        _choice = CpuDevices(None, f"XLA_FLAGS sets {_FLAG}")
+    elif wanted == 1:
+        _choice = CpuDevices(None, f"{source}: JAX's single CPU device")
+    else:
+        try:
+            jax.config.update("jax_num_cpu_devices", wanted)
+        except RuntimeError:  # the backend already started: too late to add devices
+            _choice = CpuDevices(None, "JAX's CPU backend started before `import sluice`")
+        else:
+            _choice = CpuDevices(wanted, source)
+            _log.debug("sluice: jax_num_cpu_devices=%d (%s)", wanted, source)
+    return _choice
+
+
+def choice() -> CpuDevices:
+    """What :func:`use_every_core` decided at ``import sluice``."""
+    return _choice
+
+
+def note_single_core(num_chains: int, devices: list) -> None:
+    """Warn once when chains share one CPU device although the process has more cores.
+
+    Only for a run that left the placement to sluice, on JAX's CPU backend,
+    with more than one chain, where sluice could not add devices because the
+    backend started first.
+    """
+    global _noted
+    if _noted or num_chains < 2 or len(devices) != 1 or devices[0].platform != "cpu":
+        return
+    if _choice.requested is not None or not _choice.reason.startswith("JAX's CPU backend"):
+        return
+    cores = usable_cores()
+    if cores < 2:
+        return
+    _noted = True
+    warnings.warn(
+        f"the {num_chains} chains share JAX's one CPU device although this process may use "
+        f"{cores} cores: JAX's CPU backend started before `import sluice`, too late to add "
+        f"devices. Import sluice before running JAX code, or set JAX_NUM_CPU_DEVICES={cores} "
+        "in the environment (or SLUICE_CPU_DEVICES=1 to keep one device and silence this).",
+        RuntimeWarning,
+        stacklevel=3,
+    )
