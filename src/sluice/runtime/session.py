@@ -171,13 +171,19 @@ class Session:
 
         Small models wait mostly for these two compiles (on the 10-dim logistic
         regression the chunk program takes ~1.3 s to compile after ~0.3 s of
-        tracing, init ~0.4 s); XLA releases the GIL while compiling. One device
-        in one process only (the shapes carry no sharding).
+        tracing, init ~0.4 s); XLA releases the GIL while compiling. On several
+        devices the carry's shapes carry ``init``'s output sharding (every leaf split
+        along the chain axis), so the executable takes the real carry. One process
+        only: another process's compile could not be waited on here.
         """
         p, t = self.plan, self.topology
-        if not programs.background_enabled() or t.process_count > 1 or len(t.devices) > 1:
+        if not programs.background_enabled() or t.process_count > 1:
             return None
         carry, _ = jax.eval_shape(p.program.jitted("init"), *init_args)
+        if t.sharding is not None:
+            carry = jax.tree.map(
+                lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding), carry
+            )
         # start and stop are Python ints, traced by value type only: any will do
         args = self._advance_args(carry, 0, p.config.warmup + p.config.draws)
         name = self._advance_name
