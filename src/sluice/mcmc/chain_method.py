@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import jax
@@ -10,7 +9,7 @@ import jax.numpy as jnp
 
 from sluice.mcmc.kernel import Kernel
 
-__all__ = ["calls_threaded_libraries", "choose_chain_method"]
+__all__ = ["choose_chain_method"]
 
 # The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of
 # memory traffic that take as long, fitted on CPU (bench/nuts_chain_method.py).
@@ -18,33 +17,6 @@ __all__ = ["calls_threaded_libraries", "choose_chain_method"]
 # chains run than the average chain come from the kernel (Kernel.lockstep,
 # Kernel.bookkeeping_bytes_per_dim: NUTS about 25 float32 passes, 1.5).
 _OVERHEAD_BYTES = 64 * 1024
-
-# What the lowered one-point gradient of each model says (XLA's cost analysis, whether
-# it calls LAPACK), read from one lowering for both questions; plain values under weak
-# keys, so a finished run's model and data are not kept.
-_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _value_and_grad(flat_model: Any) -> Any:
-    return jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
-
-
-def _abstract_consts(flat_model: Any) -> Any:
-    return jax.tree.map(
-        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
-    )
-
-
-def _gradient_facts(flat_model: Any) -> tuple[dict[str, float], bool]:
-    """``jit(value_and_grad)`` of the model at one point, lowered (not compiled): its cost
-    analysis and whether it calls LAPACK."""
-    facts = _FACTS.get(flat_model)
-    if facts is None:
-        point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
-        lowered = jax.jit(_value_and_grad(flat_model)).lower(_abstract_consts(flat_model), point)
-        facts = (dict(lowered.cost_analysis()), "custom_call @lapack_" in lowered.as_text())
-        _FACTS[flat_model] = facts
-    return facts
 
 
 def choose_chain_method(
@@ -76,10 +48,14 @@ def choose_chain_method(
     if chains_per_device <= 1:
         return "sequential"
     num = chains_per_device
+    point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
+    consts = jax.tree.map(
+        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
+    )
     batch = jax.ShapeDtypeStruct((num, flat_model.dim), flat_model.dtype)
-    one = _gradient_facts(flat_model)[0]
-    many_chains = jax.jit(jax.vmap(_value_and_grad(flat_model), in_axes=(None, 0)))
-    many = many_chains.lower(_abstract_consts(flat_model), batch).cost_analysis()
+    value_and_grad = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
+    one = jax.jit(value_and_grad).lower(consts, point).cost_analysis()
+    many = jax.jit(jax.vmap(value_and_grad, in_axes=(None, 0))).lower(consts, batch).cost_analysis()
     own = kernel.bookkeeping_bytes_per_dim * flat_model.dim
     sequential = _OVERHEAD_BYTES + one["bytes accessed"] + own
     vectorized = kernel.lockstep * (_OVERHEAD_BYTES + many["bytes accessed"] + num * own) / num
@@ -96,4 +72,10 @@ def calls_threaded_libraries(flat_model: Any) -> bool:
     where a model of XLA's own operations ran 15-20% faster (``logistic``).
     Read from the lowered (not compiled) gradient's custom calls.
     """
-    return _gradient_facts(flat_model)[1]
+    point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
+    consts = jax.tree.map(
+        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
+    )
+    value_and_grad = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
+    text = jax.jit(value_and_grad).lower(consts, point).as_text()
+    return "custom_call @lapack_" in text
