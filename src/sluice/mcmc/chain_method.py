@@ -60,22 +60,3 @@ def choose_chain_method(
     sequential = _OVERHEAD_BYTES + one["bytes accessed"] + own
     vectorized = kernel.lockstep * (_OVERHEAD_BYTES + many["bytes accessed"] + num * own) / num
     return "vectorized" if vectorized < sequential else "sequential"
-
-
-def calls_threaded_libraries(flat_model: Any) -> bool:
-    """Whether the model's gradient calls LAPACK (a Cholesky, a triangular solve).
-
-    On CPU XLA runs those as calls into the system's LAPACK and BLAS, which
-    spread one call over several cores themselves: a Gaussian process's chains
-    on one device already keep ~1.5 of 2 cores busy, and splitting them over
-    two devices made them ~15% slower (``bench/pymc_models.py``, ``gp``),
-    where a model of XLA's own operations ran 15-20% faster (``logistic``).
-    Read from the lowered (not compiled) gradient's custom calls.
-    """
-    point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
-    consts = jax.tree.map(
-        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
-    )
-    value_and_grad = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
-    text = jax.jit(value_and_grad).lower(consts, point).as_text()
-    return "custom_call @lapack_" in text

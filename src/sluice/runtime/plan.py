@@ -22,8 +22,7 @@ from jax.flatten_util import ravel_pytree
 
 from sluice import stats as _stats
 from sluice.io.sinks import Layout, MemorySink, ResumableSink
-from sluice._jax import cores
-from sluice.mcmc.chain_method import calls_threaded_libraries, choose_chain_method
+from sluice.mcmc.chain_method import choose_chain_method
 from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
 from sluice.model import FlatModel, Model, as_model
 from sluice.runtime.config import RunConfig
@@ -85,8 +84,6 @@ class Plan:
 
         model = as_model(model, init)
         flat = model.flatten()
-        if devices is None and _one_cpu_device_suits(flat):
-            devices = jax.devices()[:1]
         topology = Topology.build(config.chains, devices)
         chains_per_device = topology.num_slots // len(topology.devices)
         chain_method = config.chain_method
@@ -201,19 +198,6 @@ class Plan:
             ids = ids // (self.config.chains // self.config.superchains)
         points = self.model.initial_points(self.keys.points, ids)
         return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
-
-
-def _one_cpu_device_suits(flat: FlatModel) -> bool:
-    """Whether a run that left its placement to sluice should keep its chains on one CPU
-    device although ``import sluice`` made one per core: the model's gradient calls
-    LAPACK, which already spreads each call over the cores
-    (:func:`~sluice.mcmc.chain_method.calls_threaded_libraries`). Only where sluice made
-    the devices: a count the user chose is the user's placement."""
-    if cores.choice().requested is None or jax.process_count() > 1:
-        return False
-    if jax.default_backend() != "cpu" or len(jax.devices()) < 2:
-        return False
-    return calls_threaded_libraries(flat)
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
