@@ -88,27 +88,3 @@ def test_a_backend_started_before_import_is_reported_once_when_a_run_could_use_m
     assert len(messages) == 1, messages
     assert "2 chains share JAX's one CPU device" in messages[0]
     assert "JAX_NUM_CPU_DEVICES=4" in messages[0]
-
-
-def test_chains_spread_over_the_devices_unless_the_gradient_calls_lapack():
-    """LAPACK spreads its calls over the cores itself: such a model keeps one device."""
-    code = (
-        "import jax, jax.numpy as jnp, sluice\n"
-        "def plain(x):\n"
-        "    return -0.5 * jnp.sum(x**2)\n"
-        "def gp(x):\n"
-        "    k = jnp.exp(-0.5 * (jnp.arange(4.0)[:, None] - jnp.arange(4.0)) ** 2) + jnp.eye(4)\n"
-        "    c = jnp.linalg.cholesky(k * jnp.exp(x[0]))\n"
-        "    z = jax.scipy.linalg.solve_triangular(c, x[1:], lower=True)\n"
-        "    return -0.5 * jnp.sum(z**2) - jnp.sum(jnp.log(jnp.diag(c))) - 0.5 * x[0] ** 2\n"
-        "for f in (plain, gp):\n"
-        "    run = sluice.sample(f, init=jnp.zeros(5), chains=4, warmup=5, draws=5,\n"
-        "                        progress=False)\n"
-        "    print(run.info.num_devices)\n"
-    )
-    proc = _run(code, SLUICE_CPU_DEVICES="2")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["2", "1"]
-    proc = _run(code, JAX_NUM_CPU_DEVICES="2")  # the user's devices: the user's placement
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["2", "2"]
