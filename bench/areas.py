@@ -152,6 +152,10 @@ def parse_many_chains(out: Output) -> list[Row]:
     return list(out.data["rows"])
 
 
+def parse_pymc_models(out: Output) -> list[Row]:
+    return list(out.data["rows"])
+
+
 def parse_kernels(out: Output) -> list[Row]:
     """``parse_mcmc``'s rows with ESS per gradient, and for a BlackJAX kernel in sluice's
     engine its time per gradient over that of BlackJAX's own loop (same model)."""
@@ -773,6 +777,59 @@ AREAS: tuple[Area, ...] = (
             "*ESS/grad* per sampling gradient; *max R-hat* and *max nested R-hat* (single "
             "chains as superchains) from sluice's streamed summary; *wall* includes the "
             "summary."
+        ),
+    ),
+    Area(
+        name="pymc-models",
+        title="PyMC models: sluice against PyMC's NumPyro path and nutpie",
+        jobs=(
+            Job(
+                "pymc-models",
+                ("bench/pymc_models.py", "--reps", "2"),
+                parse_pymc_models,
+                ("bench/pymc_models.py", "--models", "eight_schools"),
+                json=True,
+            ),
+            Job(  # the GP alone, without PyMC's NumPyro path (two minutes a run)
+                "pymc-models-gp",
+                ("bench/pymc_models.py", "--models", "gp", "--samplers",
+                 "sluice,sluice-one-device,nutpie", "--reps", "2"),
+                parse_pymc_models,
+                ("bench/pymc_models.py", "--models", "eight_schools", "--samplers", "sluice"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["sampler"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("sampler", "sampler", ""),
+            ("runs", "runs", "d"),
+            ("wall_s", "wall s", ".1f"),
+            ("sampling_s", "sampling s", ".2f"),
+            ("min_ess_bulk", "min ESS bulk", ".0f"),
+            ("ess_per_s_wall", "ESS/s wall", ".1f"),
+            ("ess_per_s_sampling", "ESS/s sampling", ".0f"),
+            ("ratio", "ESS/s wall / best other", ".2f"),
+            ("divergent", "divergent", ".0f"),
+        ),
+        left=("sampler",),
+        reading=(
+            "Five PyMC models (logistic regression 2,000 x 200, radon-like varying intercepts, "
+            "stochastic volatility over 500 days, non-centred eight schools, a marginal "
+            "Gaussian process of 100 points), 4 chains x (1,000 tuning + 1,000 draws), each "
+            "library's defaults, each row the median of two fresh processes: `sluice` is `sluice.pymc.sample` "
+            "as a user gets it (one JAX CPU device per core), `sluice-one-device` the same on "
+            "JAX's single CPU device (`SLUICE_CPU_DEVICES=1`), `numpyro` is "
+            "`pm.sample(nuts_sampler='numpyro')`, `nutpie` is `nutpie.compile_pymc_model` + "
+            "`nutpie.sample`. *wall* runs from building the model to the InferenceData "
+            "(imports excluded), *sampling* is the sampling time each library reports; *min "
+            "ESS bulk* is ArviZ's over every scalar of the free variables; the ratio divides "
+            "ESS/s over wall by the best of `numpyro` and `nutpie`. The GP's `sluice`, "
+            "`sluice-one-device` and `nutpie` rows come from a run of their own "
+            "(`--models gp`, without PyMC's NumPyro path, 19 ESS/s here): their ratio is to "
+            "`nutpie`. Where the two sluice rows have the same min ESS the chains ran "
+            "sequentially, whose draws do not depend on the layout."
         ),
     ),
     Area(

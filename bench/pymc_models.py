@@ -1,5 +1,9 @@
 """PyMC models sampled three ways: sluice, ``pm.sample(nuts_sampler="numpyro")``, nutpie.
 
+sluice runs twice: as a user gets it (``import sluice`` gives JAX one CPU device
+per core, so the chains spread over the cores) and, as ``sluice-one-device``,
+on JAX's single CPU device (``SLUICE_CPU_DEVICES=1``), to show what the cores add.
+
 Each measurement is a fresh process that builds the PyMC model and samples it
 to an ``arviz.InferenceData`` (4 chains, 1,000 tuning + 1,000 draws, each
 library's defaults otherwise): *wall* is the time from the model's
@@ -41,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import emit_result, machine_info, markdown_table, median, run_isolated
 
 MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
-SAMPLERS = ("sluice", "numpyro", "nutpie")
+SAMPLERS = ("sluice", "sluice-one-device", "numpyro", "nutpie")
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -122,7 +126,9 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler == "sluice":
+    if sampler in ("sluice", "sluice-one-device"):
+        if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
+            os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
 
         with model:
@@ -187,8 +193,6 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 records.append(record)
                 print(json.dumps(record), file=sys.stderr, flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine_info(), "records": records}))
     rows = []
     for model in args.models.split(","):
         group = {s: [r for r in records if r["model"] == model and r["sampler"] == s]
@@ -196,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         best = max(
             (median([r["ess_per_s_wall"] for r in rs]) or 0.0)
             for s, rs in group.items()
-            if s != "sluice"
+            if not s.startswith("sluice")
         ) if len(group) > 1 else None  # fmt: skip
         for sampler, rs in group.items():
             wall_rate = median([r["ess_per_s_wall"] for r in rs])
@@ -210,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio": (wall_rate / best) if best and wall_rate is not None else None,
                 "divergent": median([r["divergent"] for r in rs]),
             })  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"machine": machine_info(), "records": records, "rows": rows})
+        )
     print(markdown_table(rows, [
         ("model", "model", ""), ("sampler", "sampler", ""), ("runs", "runs", "d"),
         ("wall_s", "wall s", ".1f"), ("sampling_s", "sampling s", ".1f"),
