@@ -148,11 +148,8 @@ def parse_mcmc(out: Output) -> list[Row]:
     return rows
 
 
-def parse_many_chains(out: Output) -> list[Row]:
-    return list(out.data["rows"])
-
-
-def parse_pymc_models(out: Output) -> list[Row]:
+def parse_rows(out: Output) -> list[Row]:
+    """The table rows a script wrote into its JSON file (``{"rows": [...]}``)."""
     return list(out.data["rows"])
 
 
@@ -712,7 +709,7 @@ AREAS: tuple[Area, ...] = (
             Job(
                 "engine-cost",
                 ("bench/engine_cost.py",),
-                parse_many_chains,
+                parse_rows,
                 ("bench/engine_cost.py", "--models", "logreg_large", "--draws", "100",
                  "--reps", "1"),
                 json=True,
@@ -746,7 +743,7 @@ AREAS: tuple[Area, ...] = (
             Job(
                 "many-chains",
                 ("bench/many_chains.py",),
-                parse_many_chains,
+                parse_rows,
                 ("bench/many_chains.py", "--chains", "64", "--warmup", "100", "--draws", "20"),
                 json=True,
             ),
@@ -786,7 +783,7 @@ AREAS: tuple[Area, ...] = (
             Job(
                 "pymc-models",
                 ("bench/pymc_models.py", "--reps", "2"),
-                parse_pymc_models,
+                parse_rows,
                 ("bench/pymc_models.py", "--models", "eight_schools"),
                 json=True,
             ),
@@ -794,7 +791,7 @@ AREAS: tuple[Area, ...] = (
                 "pymc-models-gp",
                 ("bench/pymc_models.py", "--models", "gp", "--samplers",
                  "sluice,sluice-one-device,nutpie", "--reps", "2"),
-                parse_pymc_models,
+                parse_rows,
                 ("bench/pymc_models.py", "--models", "eight_schools", "--samplers", "sluice"),
                 json=True,
             ),

@@ -42,6 +42,7 @@ class CpuDevices:
 
     requested: int | None  # the count sluice set, None if it set nothing
     reason: str  # why, in words
+    too_late: bool = False  # JAX's backend had started: no count could be set
 
 
 _choice = CpuDevices(None, "not decided yet")
@@ -82,7 +83,9 @@ def use_every_core() -> CpuDevices:
         try:
             jax.config.update("jax_num_cpu_devices", wanted)
         except RuntimeError:  # the backend already started: too late to add devices
-            _choice = CpuDevices(None, "JAX's CPU backend started before `import sluice`")
+            _choice = CpuDevices(
+                None, "JAX's CPU backend started before `import sluice`", too_late=True
+            )
         else:
             _choice = CpuDevices(wanted, source)
             _log.debug("sluice: jax_num_cpu_devices=%d (%s)", wanted, source)
@@ -104,7 +107,7 @@ def note_single_core(num_chains: int, devices: list) -> None:
     global _noted
     if _noted or num_chains < 2 or len(devices) != 1 or devices[0].platform != "cpu":
         return
-    if _choice.requested is not None or not _choice.reason.startswith("JAX's CPU backend"):
+    if not _choice.too_late:
         return
     cores = usable_cores()
     if cores < 2:
