@@ -31,7 +31,7 @@ def model() -> sluice.Model:
 
 
 def kernels() -> dict:
-    """Each wrapped kernel the tests run, by name."""
+    """Each wrapped kernel the tests run, by name (and sluice's NUTS with a low-rank metric)."""
     import blackjax
     import numpyro.infer
 
@@ -53,6 +53,8 @@ def kernels() -> dict:
         "numpyro.NUTS": from_numpyro(numpyro.infer.NUTS),
         "numpyro.BarkerMH": from_numpyro(numpyro.infer.BarkerMH),
         "numpyro.SA": from_numpyro(numpyro.infer.SA),
+        # sluice's own NUTS with the low-rank metric: its ring of draws in the carry
+        "sluice.nuts-low_rank": sluice.nuts(mass_matrix="low_rank", max_rank=2),
     }
 
 

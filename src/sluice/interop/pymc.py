@@ -306,7 +306,8 @@ def sample(
         sluice's options, passed to :func:`sluice.sample`: ``sink``,
         ``chunk_size``, ``num_chunks``, ``stats``, ``default_stats``,
         ``kernel``, ``chain_method``, ``devices``, ``max_tree_depth``,
-        ``dense_mass``. ``cores``, ``compute_convergence_checks`` and
+        ``dense_mass``, ``mass_matrix`` (``"low_rank"``: nutpie's low-rank
+        metric). ``cores``, ``compute_convergence_checks`` and
         ``keep_warning_stat`` are accepted and ignored (sluice places chains
         on devices itself).
 
@@ -338,7 +339,8 @@ def sample(
                 "NUTS (pass kernel=... for another sluice kernel)"
             )
     known = {"sink", "chunk_size", "num_chunks", "stats", "default_stats", "kernel",
-             "chain_method", "devices", "max_tree_depth", "dense_mass", "until"}  # fmt: skip
+             "chain_method", "devices", "max_tree_depth", "dense_mass", "mass_matrix",
+             "until"}  # fmt: skip
     unknown = sorted(set(options) - known)
     if unknown:
         raise TypeError(f"sluice.pymc.sample got unknown argument(s) {unknown}")

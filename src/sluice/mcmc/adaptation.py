@@ -32,7 +32,13 @@ Metric, at the end of a window of ``n`` draws:
 * diagonal, given positions only: the draws' variance (Stan);
 * dense: the draws' covariance (Stan);
 
-each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``.
+each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
+
+* low rank plus diagonal (nutpie's): the Fisher diagonal above, and from the
+  window's last ``WINDOW_DRAWS`` draws and gradients the directions where the
+  posterior, scaled by that diagonal, is far from round
+  (:func:`sluice.mcmc.metric.fit_low_rank`). The draws are kept in a ring of
+  fixed size, so the state does not grow with the window.
 
 Everything here is written for one chain and one warmup step so that the
 engine can scan over steps in chunks and batch over chains. The schedule is a
@@ -50,11 +56,13 @@ by minimizing Fisher divergence", arXiv:2603.18845.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from sluice.mcmc import metric
 
 __all__ = [
     "AdaptationState",
@@ -64,6 +72,7 @@ __all__ = [
 ]
 
 MAX_WINDOWS = 32
+WINDOW_DRAWS = 128  # draws (and gradients) a low-rank fit uses: the last of its window
 
 
 class Schedule(NamedTuple):
@@ -125,7 +134,9 @@ class AdaptationState(NamedTuple):
     m2: jax.Array  # (dim,) or (dim, dim) float: Welford sum of squares / co-moments
     grad_mean: jax.Array  # (dim,) float: Welford mean of the gradients (diagonal metric)
     grad_m2: jax.Array  # (dim,) float: Welford sum of squares of the gradients
-    inverse_mass_matrix: jax.Array  # (dim,) or (dim, dim) float: metric in use
+    inverse_mass_matrix: Any  # (dim,), (dim, dim) or a metric.LowRank: metric in use
+    window: jax.Array | None  # (WINDOW_DRAWS, 2, dim): last positions and gradients
+    #                           of the window, a ring (low rank; None otherwise)
 
 
 class WindowAdaptation(NamedTuple):
@@ -163,18 +174,24 @@ def window_adaptation(
     gamma: float = 0.05,
     kappa: float = 0.75,
     gradient_metric: bool = True,
+    low_rank: int = 0,
 ) -> WindowAdaptation:
     """Window adaptation for one chain (see the module docstring).
 
     ``gradient_metric=False`` keeps Stan's variance estimator even when the
-    gradients are given.
+    gradients are given. ``low_rank=k > 0``: a low-rank plus diagonal metric
+    with at most ``k`` directions (needs the gradients).
     """
+    if low_rank and (dense_mass or not gradient_metric):
+        raise ValueError("a low-rank metric is fitted from gradients, on a diagonal")
+    ring = WINDOW_DRAWS if low_rank else 0
 
     def init(point, step_size: jax.Array) -> AdaptationState:
         position, _ = _split(point)
         dim = position.shape[0]
         dtype = position.dtype
         eye = jnp.ones(dim, dtype) if not dense_mass else jnp.eye(dim, dtype=dtype)
+        imm = metric.identity_low_rank(dim, low_rank, dtype) if low_rank else eye
         log_eps = jnp.log(jnp.asarray(step_size, dtype))
         return AdaptationState(
             log_step_size=log_eps,
@@ -187,7 +204,8 @@ def window_adaptation(
             m2=jnp.zeros_like(eye),
             grad_mean=jnp.zeros(dim, dtype),
             grad_m2=jnp.zeros(dim, dtype),
-            inverse_mass_matrix=eye,
+            inverse_mass_matrix=imm,
+            window=jnp.zeros((ring, 2, dim), dtype) if ring else None,
         )
 
     def _dual_averaging(state: AdaptationState, acceptance_rate: jax.Array) -> AdaptationState:
@@ -228,7 +246,7 @@ def window_adaptation(
             count=count, mean=means[0], m2=m2s[0], grad_mean=means[1], grad_m2=m2s[1]
         )
 
-    def _end_window(state: AdaptationState) -> AdaptationState:
+    def _end_window(state: AdaptationState, window: jax.Array) -> AdaptationState:
         n = state.count.astype(state.mean.dtype)
         estimate = state.m2 / jnp.maximum(n - 1.0, 1.0)  # the draws' (co)variance
         if dense_mass:
@@ -243,13 +261,19 @@ def window_adaptation(
                 estimate = jnp.where(has_grad, fisher, estimate)
         # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
         shrunk = (n / (n + 5.0)) * estimate + 1e-3 * (5.0 / (n + 5.0)) * regulariser
+        shrunk = shrunk.astype(state.mean.dtype)
+        if low_rank:
+            valid = jnp.arange(ring) < state.count  # the ring's rows that hold draws
+            shrunk = metric.fit_low_rank(
+                window[:, 0], window[:, 1], valid, shrunk, low_rank, cutoff=metric.CUTOFF
+            )
         return state._replace(
             count=jnp.int32(0),
             mean=jnp.zeros_like(state.mean),
             m2=jnp.zeros_like(state.m2),
             grad_mean=jnp.zeros_like(state.grad_mean),
             grad_m2=jnp.zeros_like(state.grad_m2),
-            inverse_mass_matrix=shrunk.astype(state.mean.dtype),
+            inverse_mass_matrix=shrunk,
         )
 
     def update(
@@ -259,12 +283,23 @@ def window_adaptation(
         point,
         acceptance_rate: jax.Array,
     ) -> tuple[AdaptationState, jax.Array]:
+        # The ring stays out of the conds' results: XLA copies an operand that a
+        # branch returns unchanged, and the ring is the state's largest array.
+        window, state = state.window, state._replace(window=None)
         state = _dual_averaging(state, acceptance_rate)
         in_slow = (t >= schedule.slow_start) & (t < schedule.slow_end)
+        if ring:
+            position, grad = _split(point)
+            if grad is None:
+                raise ValueError("a low-rank metric needs the kernel state's gradient")
+            slot = state.count % ring
+            old = jax.lax.dynamic_index_in_dim(window, slot, 0, keepdims=False)
+            row = jnp.where(in_slow, jnp.stack([position, grad]), old)
+            window = jax.lax.dynamic_update_index_in_dim(window, row, slot, 0)
         state = jax.lax.cond(in_slow, _welford, lambda s, _: s, state, point)
         window_ended = jnp.any(t == schedule.window_ends)
-        state = jax.lax.cond(window_ended, _end_window, lambda s: s, state)
-        return state, window_ended
+        state = jax.lax.cond(window_ended, _end_window, lambda s, _: s, state, window)
+        return state._replace(window=window), window_ended
 
     def restart(state: AdaptationState, step_size: jax.Array) -> AdaptationState:
         log_eps = jnp.log(step_size).astype(state.log_step_size.dtype)

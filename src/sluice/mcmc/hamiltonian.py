@@ -46,7 +46,8 @@ leaves ``a..n`` is ``rho = q_n - q_a``; odd leaves check the rows
 Whitened coordinates
 --------------------
 The integrator runs in ``y = L^{-1} x`` with ``L L' = M^{-1}`` (``L`` the
-square root of a diagonal inverse mass matrix, or its Cholesky factor), where
+square root of a diagonal inverse mass matrix, its Cholesky factor, or the
+low-rank factor of :mod:`sluice.mcmc.metric`), where
 the mass matrix is the identity: ``p ~ N(0, I)``, the kinetic energy is
 ``|p|^2 / 2``, the gradient is ``L' grad log p(L y)`` and the U-turn test is
 a plain dot product. The leapfrog trajectories, energies and tests are those
@@ -94,6 +95,7 @@ import jax.numpy as jnp
 from sluice._jax import random
 from sluice._jax.batching import batched_by
 from sluice._jax.closure import closure_convert
+from sluice.mcmc import metric
 
 __all__ = ["find_step_size", "hmc_step", "nuts_step"]
 
@@ -108,26 +110,8 @@ _SMALL_DIM = 256
 _MOMENTUM, _DIRECTIONS, _LEAF, _MERGE, _ACCEPT, _TRIAL = range(6)  # _TRIAL + i: trial i
 
 
-# -- whitening ---------------------------------------------------------------------
-def _factor(inverse_mass_matrix: jax.Array) -> jax.Array:
-    """``L`` with ``L L' = M^{-1}``: elementwise square root (diagonal) or Cholesky factor."""
-    if inverse_mass_matrix.ndim == 1:
-        return jnp.sqrt(inverse_mass_matrix)
-    return jnp.linalg.cholesky(inverse_mass_matrix)
-
-
-def _to_x(factor: jax.Array, y: jax.Array) -> jax.Array:
-    return factor * y if factor.ndim == 1 else factor @ y
-
-
-def _to_y(factor: jax.Array, x: jax.Array) -> jax.Array:
-    if factor.ndim == 1:
-        return x / factor
-    return jax.scipy.linalg.solve_triangular(factor, x, lower=True)
-
-
-def _grad_y(factor: jax.Array, g: jax.Array) -> jax.Array:
-    return factor * g if factor.ndim == 1 else factor.T @ g
+# -- whitening (sluice.mcmc.metric) ------------------------------------------------
+_factor, _to_x, _to_y, _grad_y = metric.factor, metric.to_x, metric.to_y, metric.grad_y
 
 
 def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -225,7 +209,7 @@ class _Context(NamedTuple):
     """Per-chain constants of a transition (and of the subtree being built)."""
 
     words: Any  # two uint32: the transition's key
-    factor: jax.Array  # (d,) or (d, d)
+    factor: Any  # (d,), (d, d) or a metric.LowRankFactor
     h0: jax.Array  # () initial energy
     directions: jax.Array  # () uint32: bit j = direction of doubling j
     step_size: jax.Array  # ()
@@ -453,7 +437,8 @@ def nuts_step(
     logdensity_fn
         Log-density of a ``(dim,)`` position.
     step_size, inverse_mass_matrix
-        Leapfrog step size; inverse mass matrix, diagonal ``(dim,)`` or dense ``(dim, dim)``.
+        Leapfrog step size; inverse mass matrix, diagonal ``(dim,)``, dense
+        ``(dim, dim)`` or low rank (:class:`sluice.mcmc.metric.LowRank`).
     max_tree_depth
         Most doublings: at most ``2**max_tree_depth - 1`` leapfrog steps.
     divergence_threshold

@@ -28,6 +28,7 @@ from sluice.mcmc.kernel import Kernel, KernelParams, KernelState, Warmup
 
 __all__ = [
     "HMC",
+    "MASS_MATRICES",
     "NUTS",
     "get_kernel",
     "hmc",
@@ -38,12 +39,17 @@ __all__ = [
 ]
 
 
+MASS_MATRICES = ("diag", "dense", "low_rank")
+
+
 @dataclasses.dataclass(frozen=True)
 class _HMCFamily:
     target_accept: float = 0.8
     dense_mass: bool = False
     divergence_threshold: float = 1000.0
     initial_step_size: float = 1.0
+    mass_matrix: str = "diag"
+    max_rank: int = 16
 
     def __post_init__(self) -> None:
         if not _is_number(self.target_accept) or not 0.0 < self.target_accept < 1.0:
@@ -52,6 +58,18 @@ class _HMCFamily:
             )
         if not isinstance(self.dense_mass, bool | np.bool_):
             raise TypeError(f"dense_mass must be True or False, got {self.dense_mass!r}")
+        if self.mass_matrix not in MASS_MATRICES:
+            raise ValueError(
+                f"mass_matrix must be one of {list(MASS_MATRICES)}, got {self.mass_matrix!r}"
+            )
+        if self.dense_mass and self.mass_matrix == "low_rank":
+            raise ValueError("dense_mass=True and mass_matrix='low_rank' contradict each other")
+        # dense_mass=True (NumPyro's and PyMC's name) is mass_matrix="dense"; keep both in step
+        dense = bool(self.dense_mass) or self.mass_matrix == "dense"
+        object.__setattr__(self, "dense_mass", dense)
+        object.__setattr__(self, "mass_matrix", "dense" if dense else self.mass_matrix)
+        if not (isinstance(self.max_rank, int) and 1 <= self.max_rank):
+            raise ValueError(f"max_rank must be a positive int, got {self.max_rank!r}")
         for name in ("divergence_threshold", "initial_step_size"):
             value = getattr(self, name)
             if not _is_number(value) or not value > 0:
@@ -64,13 +82,19 @@ class _HMCFamily:
         logdensity, grad = jax.value_and_grad(logdensity_fn)(position)
         return KernelState(position, logdensity, grad)
 
+    @property
+    def _low_rank(self) -> int:
+        return self.max_rank if self.mass_matrix == "low_rank" else 0
+
     def adaptation(self) -> WindowAdaptation:
-        return window_adaptation(self.target_accept, self.dense_mass)
+        return window_adaptation(self.target_accept, self.dense_mass, low_rank=self._low_rank)
 
     def warmup(self) -> Warmup:
         """Stan's window adaptation; the step size is searched anew (Stan's
         ``init_stepsize``) at the start and after each slow window's new metric."""
-        return window_warmup(self.target_accept, self.dense_mass, self.initial_step_size)
+        return window_warmup(
+            self.target_accept, self.dense_mass, self.initial_step_size, low_rank=self._low_rank
+        )
 
     def to_config(self) -> dict[str, Any]:
         """A JSON-able description: ``{"name": "nuts", "max_tree_depth": 10, ...}``."""
@@ -106,14 +130,24 @@ class NUTS(_HMCFamily):
     max_tree_depth
         Maximum number of trajectory doublings, default 10 (at most 1023 steps).
     dense_mass
-        Adapt a dense mass matrix instead of a diagonal one.
+        Adapt a dense mass matrix instead of a diagonal one (``mass_matrix="dense"``).
     divergence_threshold
         Energy error above which a transition is divergent.
+    mass_matrix
+        ``"diag"`` (default: the Fisher diagonal from draws and gradients),
+        ``"dense"`` (the draws' covariance, Stan's), or ``"low_rank"``: the
+        Fisher diagonal plus up to ``max_rank`` directions fitted from draws
+        and gradients as nutpie does (:mod:`sluice.mcmc.metric`), for
+        posteriors with strong correlations; a step then costs ``O(dim *
+        max_rank)`` more.
+    max_rank
+        Most directions of a low-rank metric, default 16.
 
     References
     ----------
     Hoffman & Gelman (2014); Betancourt (2017), "A Conceptual Introduction to
-    Hamiltonian Monte Carlo".
+    Hamiltonian Monte Carlo"; Seyboldt, Carlson & Carpenter (2026),
+    arXiv:2603.18845 (the low-rank metric).
     """
 
     max_tree_depth: int = 10
@@ -199,6 +233,7 @@ def window_warmup(
     initial_step_size: float,
     to_params: Callable[[jax.Array, jax.Array], Any] = KernelParams,
     step_size_only: bool = False,
+    low_rank: int = 0,
 ) -> Warmup:
     """Stan's window adaptation of a step size and an inverse mass matrix, as a :class:`Warmup`.
 
@@ -207,9 +242,10 @@ def window_warmup(
     metric; ``to_params(step_size, inverse_mass_matrix)`` makes the kernel's
     parameters. ``step_size_only``: no slow windows (dual averaging of the step
     size over the whole warmup, from ``initial_step_size``; for kernels such as
-    MALA whose step size is not a leapfrog step's).
+    MALA whose step size is not a leapfrog step's). ``low_rank=k``: a low-rank
+    plus diagonal metric of at most ``k`` directions (:mod:`sluice.mcmc.metric`).
     """
-    adapt = window_adaptation(target_accept, dense_mass)
+    adapt = window_adaptation(target_accept, dense_mass, low_rank=low_rank)
 
     def params(state):
         return to_params(*adapt.params(state))
@@ -237,7 +273,10 @@ def window_warmup(
             step_size, n = _find_step_size(rng_key, kstate, logdensity_fn, state)
             return adapt.restart(state, step_size), n
 
-        return jax.lax.cond(window_ended, new_step_size, lambda a: (a, jnp.int32(0)), state)
+        # the low-rank ring stays out of the cond (XLA would copy it at every step)
+        window, state = state.window, state._replace(window=None)
+        state, n = jax.lax.cond(window_ended, new_step_size, lambda a: (a, jnp.int32(0)), state)
+        return state._replace(window=window), n
 
     def final(state):
         return to_params(*adapt.final(state))
@@ -265,6 +304,13 @@ def hmc(**settings: Any) -> HMC:
 def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
     """Resolve ``"nuts"`` / ``"hmc"`` / a kernel object, applying non-None overrides."""
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if "dense_mass" in overrides and "mass_matrix" not in overrides:
+        # dense_mass=False undoes a dense metric (only): both settings name it
+        current = getattr(kernel, "mass_matrix", "diag")
+        fallback = "diag" if current == "dense" else current
+        overrides["mass_matrix"] = "dense" if overrides["dense_mass"] else fallback
+    if "mass_matrix" in overrides and "dense_mass" not in overrides:
+        overrides["dense_mass"] = overrides["mass_matrix"] == "dense"
     if isinstance(kernel, str):
         factories = {"nuts": NUTS, "hmc": HMC}
         if kernel not in factories:

@@ -41,6 +41,7 @@ def sample(
     target_accept: float | None = None,
     max_tree_depth: int | None = None,
     dense_mass: bool | None = None,
+    mass_matrix: str | None = None,
     chain_method: str = "auto",
     seed: int = 0,
     sink: Any = "memory",
@@ -76,8 +77,9 @@ def sample(
         ``sluice.nuts(max_tree_depth=8)``, BlackJAX's
         ``sluice.kernels.from_blackjax(blackjax.mclmc)`` or NumPyro's
         ``sluice.kernels.from_numpyro(numpyro.infer.NUTS)`` (:mod:`sluice.kernels`).
-    target_accept, max_tree_depth, dense_mass
-        Shortcuts that override the kernel's settings.
+    target_accept, max_tree_depth, dense_mass, mass_matrix
+        Shortcuts that override the kernel's settings (``mass_matrix``:
+        ``"diag"``, ``"dense"`` or ``"low_rank"``, :class:`sluice.mcmc.kernels.NUTS`).
     chain_method
         ``"vectorized"`` (``vmap`` over the chains of a device),
         ``"sequential"`` (``lax.map``: one chain after another), or ``"auto"``:
@@ -152,6 +154,7 @@ def sample(
             target_accept=target_accept,
             max_tree_depth=max_tree_depth,
             dense_mass=dense_mass,
+            mass_matrix=mass_matrix,
         ),
         chain_method=chain_method,
         seed=seed,
