@@ -830,6 +830,99 @@ AREAS: tuple[Area, ...] = (
         ),
     ),
     Area(
+        name="mass-matrix",
+        title="Mass matrices on synthetic posteriors: the low-rank metric and its cutoff",
+        jobs=(
+            Job(
+                "mass-matrix",
+                ("bench/mass_matrix.py", "--cutoffs", "2,10,100"),
+                parse_rows,
+                ("bench/mass_matrix.py", "--posteriors", "correlated",
+                 "--mass-matrix", "diag,low_rank"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["posterior"], r["mass_matrix"], r.get("cutoff")),
+        rank=_index,
+        columns=(
+            ("posterior", "posterior", ""),
+            ("mass_matrix", "mass matrix", ""),
+            ("cutoff", "cutoff", "g"),
+            ("dim", "dim", "d"),
+            ("min_ess_bulk", "min ESS bulk", ".0f"),
+            ("grads_per_ess", "grads / min ESS", ".1f"),
+            ("grads_per_ess_sampling", "sampling grads / min ESS", ".1f"),
+            ("directions_kept", "directions kept", ".1f"),
+            ("wall_s", "wall s", ".1f"),
+        ),
+        left=("mass_matrix",),
+        reading=(
+            "`sluice.nuts(mass_matrix=...)` on three float32 posteriors, 4 chains x (1,000 "
+            "warmup + 1,000 draws), seed 1, a fresh process per row: a 20-dim Gaussian with "
+            "three directions 400, 100 and 0.01 times the rest (`correlated`), a 200-dim "
+            "Gaussian with independent scales (`independent`, where the diagonal is exact), a "
+            "logistic regression of 500 rows x 50 predictors sharing five factors "
+            "(`collinear_logistic`). *grads / min ESS*: every gradient of the run, warmup "
+            "included, per effective draw of the worst coordinate (ArviZ's bulk ESS); "
+            "*directions kept*: the low-rank metric's eigenvalues beyond the cutoff, mean "
+            "over chains (at most `max_rank` = 16). The cutoff 2 is sluice's default, 100 "
+            "nutpie's."
+        ),
+    ),
+    Area(
+        name="posteriordb",
+        title="posteriordb: diagonal and low-rank mass matrices",
+        jobs=(
+            Job(  # the posteriordb checkout comes from $POSTERIORDB
+                "posteriordb",
+                ("bench/posteriordb.py", "--seeds", "3"),
+                parse_rows,
+                ("bench/posteriordb.py", "--quick"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["posterior"], r["mass_matrix"]),
+        rank=_index,
+        columns=(
+            ("posterior", "posterior", ""),
+            ("mass_matrix", "mass matrix", ""),
+            ("dim", "dim", "d"),
+            ("runs", "seeds", "d"),
+            ("gradients", "gradients", ".0f"),
+            ("min_ess_bulk", "min ESS bulk", ".0f"),
+            ("grads_per_ess", "grads / min ESS", ".1f"),
+            ("grads_per_ess_sampling", "sampling grads / min ESS", ".1f"),
+            ("ratio", "diag / low_rank", ".2f"),
+            ("max_rhat", "max R-hat", ".3f"),
+            ("divergent", "divergent", ".0f"),
+            ("wall_s", "wall s", ".1f"),
+            ("max_abs_z", "max abs z", ".2f"),
+            ("check", "check", ""),
+        ),
+        left=("mass_matrix", "check"),
+        reading=(
+            "Thirteen posteriors of [posteriordb](https://github.com/stan-dev/posteriordb) "
+            "with reference draws, their Stan models translated by hand into sluice models "
+            "(`bench/posteriordb_models.py`, float64, Stan's unconstraining transforms and "
+            "priors): correlated regressions where a low-rank metric should matter "
+            "(`kilpisjarvi`, whose predictor is the year; `diamonds`, 24 correlated "
+            "predictors; the interaction regressions) and posteriors where it should not "
+            "(eight schools, time series, a Gaussian process, a mixture). `sluice.nuts()` "
+            "(`diag`) and `sluice.nuts(mass_matrix='low_rank')` (`low_rank`), 4 chains x "
+            "(1,000 warmup + 1,000 draws), seeds 0, 1, 2, each row the medians over the seeds. "
+            "*grads / min ESS* is the metric: every log-density gradient of the run, warmup "
+            "included, per effective draw of the worst scalar (ArviZ's bulk ESS, the smallest "
+            "over every scalar the reference holds); the *sampling* one counts the draws' "
+            "gradients only. *diag / low_rank* (on the `low_rank` row) divides the `diag` "
+            "row's grads / min ESS by the `low_rank` row's: above 1, the low-rank metric needs "
+            "fewer gradients per effective draw. The check compares every scalar's mean with "
+            "posteriordb's reference draws, z = (mean - mean_ref) / sqrt(mcse^2 + "
+            "sd_ref^2 / ess_ref); *max abs z* is the largest over the posterior's scalars and "
+            "seeds, `ok` when below 4.5 for every seed (about five sigma for tens of scalars). "
+            "*wall* is `sluice.sample`'s call, compilation included."
+        ),
+    ),
+    Area(
         name="latency",
         title="Time to a summary table",
         jobs=(
