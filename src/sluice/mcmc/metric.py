@@ -38,9 +38,9 @@ measured on float32 runs (4 chains x 1,000 + 1,000, ``sluice.nuts``):
   decades), 100 kept two directions and needed 177 gradients per effective
   draw of the worst coordinate, 2 kept twelve and needed 4.3 (the diagonal
   alone: 1,375); on a logistic regression with collinear predictors
-  (500 x 50) 14 instead of 105; on the 200-dim Gaussian it keeps none, as 100
-  does. The rank is fixed (``max_rank``), so a lower cutoff costs nothing per
-  step.
+  (500 x 50) 13 instead of 111 (100 kept none); on the 200-dim Gaussian it
+  keeps none, as 100 does. The rank is fixed (``max_rank``), so a lower
+  cutoff costs nothing per step. (``python -m bench mass-matrix``.)
 
 The square roots come from singular values of stacked factors, never from
 eigenvalues of products (``C_g^{1/2} C_x C_g^{1/2}`` has about the square of
