@@ -787,6 +787,15 @@ AREAS: tuple[Area, ...] = (
                 ("bench/pymc_models.py", "--models", "eight_schools"),
                 json=True,
             ),
+            Job(  # the low-rank metric where the others led, beside them
+                "pymc-models-low-rank",
+                ("bench/pymc_models.py", "--models", "logistic,radon,eight_schools",
+                 "--samplers", "sluice-low-rank,numpyro,nutpie", "--reps", "2"),
+                parse_rows,
+                ("bench/pymc_models.py", "--models", "eight_schools", "--samplers",
+                 "sluice-low-rank"),
+                json=True,
+            ),
             Job(  # the GP alone, without PyMC's NumPyro path (two minutes a run)
                 "pymc-models-gp",
                 ("bench/pymc_models.py", "--models", "gp", "--samplers",
@@ -818,7 +827,9 @@ AREAS: tuple[Area, ...] = (
             "library's defaults, each row the median of two fresh processes: `sluice` is `sluice.pymc.sample` "
             "as a user gets it (one JAX CPU device per core), `sluice-one-device` the same on "
             "JAX's single CPU device (`SLUICE_CPU_DEVICES=1`), `numpyro` is "
-            "`pm.sample(nuts_sampler='numpyro')`, `nutpie` is `nutpie.compile_pymc_model` + "
+            "`pm.sample(nuts_sampler='numpyro')`, `sluice-low-rank` is `sluice` with "
+            "`mass_matrix='low_rank'` (a run of its own beside `numpyro` and `nutpie`, on the "
+            "three models where those led), `nutpie` is `nutpie.compile_pymc_model` + "
             "`nutpie.sample`. *wall* runs from building the model to the InferenceData "
             "(imports excluded), *sampling* is the sampling time each library reports; *min "
             "ESS bulk* is ArviZ's over every scalar of the free variables; the ratio divides "
@@ -919,7 +930,9 @@ AREAS: tuple[Area, ...] = (
             "posteriordb's reference draws, z = (mean - mean_ref) / sqrt(mcse^2 + "
             "sd_ref^2 / ess_ref); *max abs z* is the largest over the posterior's scalars and "
             "seeds, `ok` when below 4.5 for every seed (about five sigma for tens of scalars). "
-            "*wall* is `sluice.sample`'s call, compilation included."
+            "*wall* is `sluice.sample`'s call, compilation included. The job needs "
+            "`POSTERIORDB` set to a checkout of posteriordb "
+            "(`git clone https://github.com/stan-dev/posteriordb`)."
         ),
     ),
     Area(

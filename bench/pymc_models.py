@@ -2,7 +2,8 @@
 
 sluice runs twice: as a user gets it (``import sluice`` gives JAX one CPU device
 per core, so the chains spread over the cores) and, as ``sluice-one-device``,
-on JAX's single CPU device (``SLUICE_CPU_DEVICES=1``), to show what the cores add.
+on JAX's single CPU device (``SLUICE_CPU_DEVICES=1``), to show what the cores add,
+and as ``sluice-low-rank`` with ``mass_matrix="low_rank"`` (nutpie's low-rank metric).
 
 Each measurement is a fresh process that builds the PyMC model and samples it
 to an ``arviz.InferenceData`` (4 chains, 1,000 tuning + 1,000 draws, each
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import emit_result, machine_info, markdown_table, median, run_isolated
 
 MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
-SAMPLERS = ("sluice", "sluice-one-device", "numpyro", "nutpie")
+SAMPLERS = ("sluice", "sluice-one-device", "sluice-low-rank", "numpyro", "nutpie")
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -126,14 +127,15 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in ("sluice", "sluice-one-device"):
+    if sampler in ("sluice", "sluice-one-device", "sluice-low-rank"):
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
 
+        options = {"mass_matrix": "low_rank"} if sampler == "sluice-low-rank" else {}
         with model:
             idata = sluice.pymc.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,
-                                       progressbar=False)  # fmt: skip
+                                       progressbar=False, **options)  # fmt: skip
         sampling = float(idata.posterior.attrs["sampling_time"])
     elif sampler == "numpyro":
         with model:
