@@ -110,10 +110,6 @@ _SMALL_DIM = 256
 _MOMENTUM, _DIRECTIONS, _LEAF, _MERGE, _ACCEPT, _TRIAL = range(6)  # _TRIAL + i: trial i
 
 
-# -- whitening (sluice.mcmc.metric) ------------------------------------------------
-_factor, _to_x, _to_y, _grad_y = metric.factor, metric.to_x, metric.to_y, metric.grad_y
-
-
 def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.sum(a * b, axis=-1)
 
@@ -225,7 +221,7 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
 
     def init(words, state, step_size, inverse_mass_matrix):
         x0, logp0, g0 = state
-        factor = _factor(inverse_mass_matrix)
+        factor = metric.factor(inverse_mass_matrix)
         p0 = random.normal(words, _MOMENTUM, dim).astype(x0.dtype)
         h0 = -logp0 + 0.5 * _dot(p0, p0)
         end = jnp.stack([x0, p0, g0])
@@ -249,7 +245,7 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
         right = side(tree, ctx)
         eps = jnp.where(right == 1, ctx.step_size, -ctx.step_size).astype(tree.psum.dtype)
         x, p, g = tree.ends[right]
-        ph = p + 0.5 * eps * _grad_y(ctx.factor, g)
+        ph = p + 0.5 * eps * metric.grad_y(ctx.factor, g)
         sub = _Subtree(
             vec=jnp.stack([x, ph, g, jnp.zeros_like(x)]),
             prop=jnp.zeros((2, 2, dim), x.dtype),
@@ -265,9 +261,9 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
     def leaf(sub, ctx, active):
         """One leapfrog step, its weight, the candidate, and the sub-trajectory checks."""
         half = 0.5 * ctx.eps
-        x = jnp.where(active, sub.x + ctx.eps * _to_x(ctx.factor, sub.ph), sub.x)
+        x = jnp.where(active, sub.x + ctx.eps * metric.to_x(ctx.factor, sub.ph), sub.x)
         logp, g = vg(x)
-        gy = _grad_y(ctx.factor, g)
+        gy = metric.grad_y(ctx.factor, g)
         p = sub.ph + half * gy
         ph = jnp.where(active, p + half * gy, sub.ph)
         energy = -logp + 0.5 * _dot(p, p)
@@ -346,7 +342,7 @@ def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, d
         valid = active & ~sub.turning & ~sub.diverging
         u = random.uniform(ctx.words, _MERGE, tree.depth)
         take = valid & (jnp.log(u) < sub.scal[2] - tree.scal[2])
-        p_end = sub.ph - 0.5 * ctx.eps * _grad_y(ctx.factor, sub.g)
+        p_end = sub.ph - 0.5 * ctx.eps * metric.grad_y(ctx.factor, sub.g)
         end = jnp.where(active, jnp.stack([sub.x, p_end, sub.g]), tree.ends[right])
         ends = tree.ends.at[right].set(end)
         psum = tree.psum + jnp.where(active, sub.psum, 0.0)
@@ -490,13 +486,13 @@ def _leapfrog(vg, factor, eps, y, ph, num_steps):
     def body(_, carry):
         y, ph, _p, _x, _logp, _g = carry
         y = y + eps * ph
-        x = _to_x(factor, y)
+        x = metric.to_x(factor, y)
         logp, g = vg(x)
-        gy = _grad_y(factor, g)
+        gy = metric.grad_y(factor, g)
         p = ph + half * gy
         return y, p + half * gy, p, x, logp, g
 
-    x = _to_x(factor, y)
+    x = metric.to_x(factor, y)
     zero = jnp.zeros((), y.dtype)
     return jax.lax.fori_loop(0, num_steps, body, (y, ph, ph, x, zero, jnp.zeros_like(x)))
 
@@ -519,16 +515,16 @@ def hmc_step(
     """
     x0, logp0, g0 = state
     words = random.key_words(rng_key)
-    factor = _factor(inverse_mass_matrix)
+    factor = metric.factor(inverse_mass_matrix)
     p0 = random.normal(words, _MOMENTUM, x0.shape[0]).astype(x0.dtype)
     h0 = -logp0 + 0.5 * _dot(p0, p0)
     eps = jnp.asarray(step_size, x0.dtype)
-    ph0 = p0 + 0.5 * eps * _grad_y(factor, g0)
+    ph0 = p0 + 0.5 * eps * metric.grad_y(factor, g0)
     _, _, p, x, logp, g = _leapfrog(
         jax.value_and_grad(logdensity_fn),
         factor,
         eps,
-        _to_y(factor, x0),
+        metric.to_y(factor, x0),
         ph0,
         num_integration_steps,
     )
@@ -565,10 +561,10 @@ def find_step_size(
     """
     x0, logp0, g0 = state
     words = random.key_words(rng_key)
-    factor = _factor(inverse_mass_matrix)
+    factor = metric.factor(inverse_mass_matrix)
     vg = jax.value_and_grad(logdensity_fn)
-    y0 = _to_y(factor, x0)
-    gy0 = _grad_y(factor, g0)
+    y0 = metric.to_y(factor, x0)
+    gy0 = metric.grad_y(factor, g0)
     log_target = jnp.log(jnp.asarray(target, x0.dtype))
 
     def delta_h(i, eps):

@@ -59,9 +59,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.custom_batching import custom_vmap
 
-from sluice._jax.batching import broadcast_unbatched
+from sluice._jax.batching import batched_by
 
 __all__ = [
     "CUTOFF",
@@ -172,17 +171,13 @@ def fit_low_rank(positions, gradients, valid, diagonal, rank: int, **settings) -
     per device, did not).
     """
 
-    @custom_vmap
-    def fit(positions, gradients, valid, diagonal):
+    def one(positions, gradients, valid, diagonal, _consts):
         return _fit_low_rank(positions, gradients, valid, diagonal, rank, **settings)
 
-    @fit.def_vmap
-    def _one_by_one(axis_size, in_batched, *args):
-        args = broadcast_unbatched(axis_size, args, tuple(in_batched))
-        out = jax.lax.map(lambda a: _fit_low_rank(*a, rank, **settings), args)
-        return out, jax.tree.map(lambda _: True, out)
+    def one_by_one(*args):
+        return jax.lax.map(lambda a: one(*a, ()), args[:-1])
 
-    return fit(positions, gradients, valid, diagonal)
+    return batched_by(one, one_by_one)(positions, gradients, valid, diagonal, ())
 
 
 def _fit_low_rank(
