@@ -841,6 +841,41 @@ AREAS: tuple[Area, ...] = (
         ),
     ),
     Area(
+        name="compile-init",
+        title="Compile time of a short run: the initialisation compiled for a quick compile",
+        jobs=(
+            Job(
+                "compile-init",
+                ("bench/compile_init.py", "--reps", "4"),
+                parse_rows,
+                ("bench/compile_init.py", "--models", "eight_schools", "--reps", "1"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["variant"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("variant", "variant", ""),
+            ("runs", "runs", "d"),
+            ("init_compile_s", "init compile s", ".2f"),
+            ("chunk_compile_s", "chunk compile s", ".2f"),
+            ("sampling_s", "sampling s", ".2f"),
+            ("wall_s", "wall s", ".2f"),
+            ("wall_vs_xla_defaults", "wall / xla-defaults", ".2f"),
+        ),
+        left=("variant",),
+        reading=(
+            "`sluice.pymc.sample` on three models of the PyMC table, 4 chains x (1,000 tuning "
+            "+ 1,000 draws), fresh processes, the variants alternated, medians. `fast` is "
+            "sluice as shipped: the programs that run once (the init program, the PyMC "
+            "adapter's jittered start) compile with XLA's quick CPU options; `xla-defaults` "
+            "compiles them with XLA's defaults (`SLUICE_FAST_COMPILE_BYTES=0`). *init compile* "
+            "is XLA's compile time in the main thread, *chunk compile* the chunk program's, "
+            "compiled meanwhile in a background thread; *wall* is the `sample` call."
+        ),
+    ),
+    Area(
         name="mass-matrix",
         title="Mass matrices on synthetic posteriors: the low-rank metric and its cutoff",
         jobs=(

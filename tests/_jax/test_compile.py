@@ -138,3 +138,43 @@ def test_compile_options_count_arguments_and_results():
     assert programs.compile_options((small,), (small,)) == programs.FAST_COMPILE_OPTIONS
     assert programs.compile_options((small,), (large,)) is None
     assert programs.compile_options((large, small)) is None
+
+
+def test_fast_by_decides_the_options_instead_of_the_arguments(monkeypatch):
+    seen = []
+    real = jax.stages.Lowered.compile
+
+    def recording(self, compiler_options=None, **kwargs):
+        seen.append(compiler_options)
+        return real(self, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    monkeypatch.setattr(programs, "FAST_COMPILE_BYTES", 64)
+    big, tiny = np.zeros(1000, np.float32), np.zeros(2, np.float32)
+    programs.compiled("by-args", lambda v: v + 1, (big,), fast_if_small=True)
+    programs.compiled("by-tiny", lambda v: v + 1, (big,), fast_if_small=True, fast_by=(tiny,))
+    programs.compiled("by-big", lambda v: v + 1, (tiny,), fast_if_small=True, fast_by=(big,))
+    assert seen == [None, programs.FAST_COMPILE_OPTIONS, None]
+
+
+def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_with_xla_defaults(
+    monkeypatch,
+):
+    """The init program runs once: quick options while the data and a draw are small."""
+    import sluice
+    from sluice.runtime import session
+
+    decided = []
+    real = session.Session._compile_options
+
+    def recording(self, name):
+        options = real(self, name)
+        decided.append((name, options.get("fast_if_small", False)))
+        return options
+
+    monkeypatch.setattr(session.Session, "_compile_options", recording)
+    model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(3)})
+    programs.clear()
+    sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
+    assert ("init", True) in decided
+    assert all(not fast for name, fast in decided if name != "init"), decided

@@ -15,7 +15,8 @@ compiled waits for it; a failed compile is not cached, so the next asker
 compiles again and raises the error where the user sees it.
 
 Small programs can be compiled for a quick compile rather than a quick run
-(``fast_if_small=True``, used for the statistics' start, merge and finalize):
+(``fast_if_small=True``, used for the statistics' start, merge and finalize,
+and for programs that run once, such as a run's initialisation):
 on CPU, XLA's backend optimisation level 0 and its older loop emitters
 compile the default statistics' merge and finalize in 2.0 s and 1.6 s
 instead of 3.3 s and 4.7 s, and run them in 137 ms and 190 ms instead of
@@ -170,10 +171,14 @@ def lower(key: Hashable, fn: Callable, args: tuple) -> tuple[Future, Pending | N
     return future, Pending(entry, future, lowered, args)
 
 
-def fill(pending: Pending, *, fast_if_small: bool = False) -> Any:
-    """Compile a :class:`Pending` into its cache entry and return the executable."""
+def fill(pending: Pending, *, fast_if_small: bool = False, fast_by: Any = None) -> Any:
+    """Compile a :class:`Pending` into its cache entry and return the executable.
+
+    With ``fast_if_small``, the size that decides is that of ``fast_by`` when
+    given, else that of the program's arguments and results."""
     try:
-        options = compile_options(pending.args, pending.out_info) if fast_if_small else None
+        sized = (pending.args, pending.out_info) if fast_by is None else (fast_by, ())
+        options = compile_options(*sized) if fast_if_small else None
         executable = pending.lowered.compile(compiler_options=options)
         memory.release()  # the compile's freed heap (see sluice._jax.memory)
     except BaseException as error:
@@ -193,7 +198,9 @@ def ready(key: Hashable, args: tuple) -> Any | None:
     return future.result()
 
 
-def compiled(key: Hashable, fn: Callable, args: tuple, *, fast_if_small: bool = False) -> Any:
+def compiled(
+    key: Hashable, fn: Callable, args: tuple, *, fast_if_small: bool = False, fast_by: Any = None
+) -> Any:
     """The executable of ``jit(fn)`` for arguments shaped like ``args``.
 
     ``key`` describes the program (everything ``fn`` computes but its
@@ -201,14 +208,15 @@ def compiled(key: Hashable, fn: Callable, args: tuple, *, fast_if_small: bool = 
     and the arguments' shapes. ``args`` are arrays, ``jax.ShapeDtypeStruct``
     or Python scalars; ``fn`` may be a ``jax.jit`` object (to donate
     arguments, say). Waits for a compile of the same entry in progress.
+    ``fast_if_small`` and ``fast_by``: see :func:`fill`.
     """
     future, pending = lower(key, fn, args)
     if pending is not None:
-        return fill(pending, fast_if_small=fast_if_small)
+        return fill(pending, fast_if_small=fast_if_small, fast_by=fast_by)
     try:
         return future.result()
     except Exception:  # a background compile failed: compile here, and raise
-        return compiled(key, fn, args, fast_if_small=fast_if_small)
+        return compiled(key, fn, args, fast_if_small=fast_if_small, fast_by=fast_by)
 
 
 def call(key: Hashable, fn: Callable, *args: Any) -> Any:

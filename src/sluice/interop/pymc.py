@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sluice._jax import compile as programs
 from sluice.model import Model
 
 __all__ = ["from_pymc", "sample"]
@@ -214,12 +215,12 @@ def _jittered_init(
         i, _, _, finite = carry
         return (i <= max_retries) & ~finite
 
-    @jax.jit
     def init(rng_key: jax.Array) -> dict[str, jax.Array]:
         first = attempt((0, rng_key, base, jnp.bool_(False)))
         return jax.lax.while_loop(retry, attempt, first)[2]
 
-    return init
+    # Run once per chain, a few log densities each: compiled for a quick compile.
+    return jax.jit(init, compiler_options=programs.compile_options(base))
 
 
 def _check_free_variables(pm: Any, model: Any, label: str) -> None:
