@@ -805,6 +805,15 @@ AREAS: tuple[Area, ...] = (
                  "sluice-low-rank,nutpie"),
                 json=True,
             ),
+            Job(  # small models: sequential chains compile faster than vectorized ones
+                "pymc-models-sequential",
+                ("bench/pymc_models.py", "--models", "eight_schools,radon",
+                 "--samplers", "sluice,sluice-sequential,numpyro,nutpie", "--reps", "2"),
+                parse_rows,
+                ("bench/pymc_models.py", "--models", "eight_schools", "--samplers",
+                 "sluice-sequential"),
+                json=True,
+            ),
             Job(  # the GP alone, without PyMC's NumPyro path (two minutes a run)
                 "pymc-models-gp",
                 ("bench/pymc_models.py", "--models", "gp", "--samplers",

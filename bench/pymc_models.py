@@ -3,7 +3,9 @@
 sluice runs twice: as a user gets it (``import sluice`` gives JAX one CPU device
 per core, so the chains spread over the cores) and, as ``sluice-one-device``,
 on JAX's single CPU device (``SLUICE_CPU_DEVICES=1``), to show what the cores add,
-and as ``sluice-low-rank`` with ``mass_matrix="low_rank"`` (nutpie's low-rank metric).
+as ``sluice-low-rank`` with ``mass_matrix="low_rank"`` (nutpie's low-rank metric),
+and, when named, as ``sluice-sequential`` with ``chain_method="sequential"`` (each
+device's chains one after another, where ``"auto"`` may vectorize them).
 
 Each measurement is a fresh process that builds the PyMC model and samples it
 to an ``arviz.InferenceData`` (4 chains, 1,000 tuning + 1,000 draws, each
@@ -47,6 +49,7 @@ from harness import emit_result, machine_info, markdown_table, median, run_isola
 
 MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
 SAMPLERS = ("sluice", "sluice-one-device", "sluice-low-rank", "numpyro", "nutpie")
+EXTRA_SAMPLERS = ("sluice-sequential",)  # run only when named in --samplers
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -127,12 +130,13 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in ("sluice", "sluice-one-device", "sluice-low-rank"):
+    if sampler in ("sluice", "sluice-one-device", "sluice-low-rank", "sluice-sequential"):
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
 
-        options = {"mass_matrix": "low_rank"} if sampler == "sluice-low-rank" else {}
+        options = {"sluice-low-rank": {"mass_matrix": "low_rank"},
+                   "sluice-sequential": {"chain_method": "sequential"}}.get(sampler, {})  # fmt: skip
         with model:
             idata = sluice.pymc.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,
                                        progressbar=False, **options)  # fmt: skip
