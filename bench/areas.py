@@ -861,6 +861,39 @@ AREAS: tuple[Area, ...] = (
         ),
     ),
     Area(
+        name="chunk-trace",
+        title="Trace and compile time of the chunk program: vectorized and sequential chains",
+        jobs=(
+            Job(
+                "chunk-trace",
+                ("bench/chunk_trace.py", "--models", "eight_schools,radon", "--reps", "3"),
+                parse_rows,
+                ("bench/chunk_trace.py", "--reps", "1"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["chain_method"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("chain_method", "chain method", ""),
+            ("runs", "runs", "d"),
+            ("trace_s", "chunk trace s", ".2f"),
+            ("compile_s", "chunk compile s", ".2f"),
+            ("wall_s", "wall s", ".2f"),
+        ),
+        left=("chain_method",),
+        reading=(
+            "`sluice.sample(sluice.from_pymc(model), chain_method=...)` on two PyMC models, 4 "
+            "chains x (1,000 warmup + 1,000 draws) on the machine's CPU devices, every program "
+            "compiled in the foreground, fresh processes, the variants alternated, medians. "
+            "*chunk trace* is JAX's longest trace of the run and *chunk compile* XLA's longest "
+            "compile, both the chunk program's; *wall* is the `sample` call. A vectorized "
+            "NUTS takes longer to trace: JAX batches each loop by re-tracing its body until "
+            "the batched parts of its carry settle."
+        ),
+    ),
+    Area(
         name="compile-init",
         title="Compile time of a short run: the initialisation compiled for a quick compile",
         jobs=(

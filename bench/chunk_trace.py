@@ -1,0 +1,103 @@
+"""Trace and compile time of the chunk program, vectorized and sequential chains.
+
+Each measurement is a fresh process that samples a PyMC model of
+``bench/pymc_models.py`` through ``sluice.sample(sluice.from_pymc(model))``
+(4 chains on JAX's CPU devices, 1,000 warmup + 1,000 draws), every program
+compiled in the foreground (``SLUICE_BACKGROUND_COMPILE=0``). *trace* is JAX's
+longest trace of the run, *compile* XLA's longest compile: both the chunk
+program's. The variants alternate; rows are medians.
+
+Commands::
+
+    python bench/chunk_trace.py                    # eight schools, 3 runs a variant
+    python bench/chunk_trace.py --models eight_schools,radon --reps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import emit_result, machine_info, markdown_table, median, run_isolated
+
+METHODS = ("vectorized", "sequential")
+
+
+def one(model_name: str, method: str) -> dict[str, Any]:
+    os.environ["SLUICE_BACKGROUND_COMPILE"] = "0"
+    import jax
+    import jax.monitoring
+
+    jax.config.update("jax_enable_x64", True)
+    events: dict[str, list[float]] = {"trace": [], "compile": []}
+
+    def listener(event: str, seconds: float, **_: Any) -> None:
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            events["trace"].append(seconds)
+        elif event == "/jax/core/compile/backend_compile_duration":
+            events["compile"].append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    from pymc_models import build
+
+    import sluice
+
+    model, _ = build(model_name)
+    t0 = time.perf_counter()
+    run = sluice.sample(sluice.from_pymc(model), draws=1000, warmup=1000, chains=4, seed=1,
+                        progress=False, chain_method=method)  # fmt: skip
+    return {
+        "model": model_name,
+        "chain_method": method,
+        "trace_s": max(events["trace"]),
+        "compile_s": max(events["compile"]),
+        "wall_s": time.perf_counter() - t0,
+        "sampling_s": run.info.sampling_seconds,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default="eight_schools")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write every record here")
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "METHOD"), default=None)
+    args = parser.parse_args(argv)
+    if args.one:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        emit_result(one(*args.one))
+        return 0
+    records = []
+    for rep in range(args.reps):
+        for model in args.models.split(","):
+            for method in METHODS if rep % 2 == 0 else METHODS[::-1]:
+                record = run_isolated(__file__, ["--one", model, method], timeout=1800)
+                records.append(record)
+                print(json.dumps(record), file=sys.stderr, flush=True)
+    rows = []
+    for model in args.models.split(","):
+        for method in METHODS:
+            rs = [r for r in records if r["model"] == model and r["chain_method"] == method]
+            rows.append({"model": model, "chain_method": method, "runs": len(rs),
+                         **{k: median([r[k] for r in rs])
+                            for k in ("trace_s", "compile_s", "sampling_s", "wall_s")}})  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps({"machine": machine_info(), "records": records, "rows": rows})
+        )
+    print(markdown_table(rows, [
+        ("model", "model", ""), ("chain_method", "chain method", ""), ("runs", "runs", "d"),
+        ("trace_s", "chunk trace s", ".2f"), ("compile_s", "chunk compile s", ".2f"),
+        ("sampling_s", "sampling s", ".2f"), ("wall_s", "wall s", ".2f"),
+    ], left=("chain_method",)))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
