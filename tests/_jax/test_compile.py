@@ -25,6 +25,19 @@ def _count_compiles(monkeypatch) -> list:
     return calls
 
 
+def _record_options(monkeypatch) -> list:
+    """The XLA options of every compile from now on, in order."""
+    seen = []
+    real = jax.stages.Lowered.compile
+
+    def recording(self, compiler_options=None, **kwargs):
+        seen.append(compiler_options)
+        return real(self, compiler_options=compiler_options, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    return seen
+
+
 def test_call_compiles_once_per_key_and_shapes(monkeypatch):
     calls = _count_compiles(monkeypatch)
 
@@ -97,14 +110,7 @@ def test_clear_caches_forgets_everything():
 
 
 def test_small_programs_compile_fast_and_large_ones_with_xla_defaults(monkeypatch):
-    seen = []
-    real = jax.stages.Lowered.compile
-
-    def recording(self, compiler_options=None, **kwargs):
-        seen.append(compiler_options)
-        return real(self, compiler_options=compiler_options, **kwargs)
-
-    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    seen = _record_options(monkeypatch)
     statistic = stats.summary_statistics(60)
     xs = jax.random.normal(jax.random.key(3), (60, 5))
 
@@ -141,14 +147,7 @@ def test_compile_options_count_arguments_and_results():
 
 
 def test_fast_by_decides_the_options_instead_of_the_arguments(monkeypatch):
-    seen = []
-    real = jax.stages.Lowered.compile
-
-    def recording(self, compiler_options=None, **kwargs):
-        seen.append(compiler_options)
-        return real(self, compiler_options=compiler_options, **kwargs)
-
-    monkeypatch.setattr(jax.stages.Lowered, "compile", recording)
+    seen = _record_options(monkeypatch)
     monkeypatch.setattr(programs, "FAST_COMPILE_BYTES", 64)
     big, tiny = np.zeros(1000, np.float32), np.zeros(2, np.float32)
     programs.compiled("by-args", lambda v: v + 1, (big,), fast_if_small=True)
@@ -167,8 +166,8 @@ def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_with_xla_def
     decided = []
     real = session.Session._compile_options
 
-    def recording(self, name):
-        options = real(self, name)
+    def recording(self, name, args):
+        options = real(self, name, args)
         decided.append((name, options.get("fast_if_small", False)))
         return options
 

@@ -105,12 +105,12 @@ class Session:
         if executable is None:
             t0 = time.perf_counter()
             executable = programs.compiled(
-                program.key(name), program.jitted(name), args, **self._compile_options(name)
+                program.key(name), program.jitted(name), args, **self._compile_options(name, args)
             )
             self.compiling += time.perf_counter() - t0
         return executable
 
-    def _compile_options(self, name: str) -> dict[str, Any]:
+    def _compile_options(self, name: str, args: tuple) -> dict[str, Any]:
         """The init program runs once per run (a few dozen log densities per chain):
         compiled for a quick compile while the model's data and one draw are small.
         With the PyMC adapter's start, that took the main thread's compiles from 1.18 s
@@ -120,8 +120,8 @@ class Session:
         bit-identical."""
         if name != "init":
             return {}
-        example = self.plan.flat.draw_shapes()
-        return {"fast_if_small": True, "fast_by": (self.plan.flat.consts, example)}
+        consts, _positions, _chain_ids, _keys, example = args  # _init_args
+        return {"fast_if_small": True, "fast_by": (consts, example)}
 
     def _stats_start(self) -> tuple[tuple, Any]:
         program = self.plan.program
