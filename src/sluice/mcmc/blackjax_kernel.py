@@ -16,10 +16,10 @@ exact resume like sluice's own kernels):
 * ``"step_size"``: dual averaging of ``step_size`` alone towards
   ``target_accept`` (MALA's default, 0.574: Roberts & Rosenthal 1998).
 * ``"mclmc"``: MCLMC's tuner (Robnik et al. 2023; BlackJAX's
-  ``mclmc_find_L_and_step_size``, its first two stages) one iteration at a
-  time: the step size from the energy error's variance per dimension, then
-  ``L`` and a diagonal preconditioner from the draws' variances
-  (:mod:`sluice.mcmc.mclmc_tuning`).
+  ``mclmc_find_L_and_step_size``, its three stages) one iteration at a time:
+  the step size from the energy error's variance per dimension, a diagonal
+  preconditioner from the draws' variances, then ``L`` from their
+  autocorrelation (:mod:`sluice.mcmc.mclmc_tuning`).
 
 Per-draw sample statistics come from BlackJAX's ``info`` under ArviZ's
 names: ``acceptance_rate``, ``diverging`` (``is_divergent``; MCLMC's

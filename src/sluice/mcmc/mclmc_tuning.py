@@ -1,26 +1,34 @@
 """MCLMC's tuner one iteration at a time, as a :class:`~sluice.mcmc.kernel.Warmup`.
 
-The rule is the first two stages of Robnik, De Luca, Silverstein & Seljak
-(2023) as BlackJAX's ``mclmc_find_L_and_step_size`` runs them, rewritten to
-advance with the chunk engine's warmup iterations rather than as one scan:
+The rule is the three stages of Robnik, De Luca, Silverstein & Seljak (2023)
+as BlackJAX's ``mclmc_find_L_and_step_size`` runs them, rewritten to advance
+with the chunk engine's warmup iterations rather than as three scans:
 
-* stage 1 (the first 3/7 of the warmup): the step size ``eps`` from the
+* stage 1 (the first 3/10 of the warmup): the step size ``eps`` from the
   energy error ``dE`` of each step. MCLMC's energy error per dimension has
   variance ``Var[dE] / d ~ eps^6``; each step gives the estimate
   ``xi = dE^2 / (d * v)`` of the ratio to the target ``v`` (``desired_energy_var``,
   5e-4), weighted by ``w = exp(-(log xi / 9)^2 / 2)`` (estimates far from the
   target count less), and ``eps = (sum w xi / eps^6 / sum w)^(-1/6)`` over an
   exponentially decaying window of ~150 steps;
-* stage 2 (the next 3/7): the same, and the draws' variances, weighted by the
+* stage 2 (the next 3/10): the same, and the draws' variances, weighted by the
   step size; at its end the inverse mass matrix becomes the variances and
   ``L = sqrt(d)`` (or, with a given mass matrix, ``L = sqrt(sum var)``);
-* the last 1/7 re-tunes the step size for the new metric, as BlackJAX does
-  after its diagonal preconditioning.
+* the next 1/10 re-tunes the step size for the new metric, as BlackJAX does
+  after its diagonal preconditioning;
+* stage 3 (the last 3/10), with the parameters held: ``L = 0.4 eps mean_i
+  tau_i``, ``tau_i = n / ESS_i`` the integrated autocorrelation time of
+  coordinate ``i`` over the stage's ``n`` draws (BlackJAX's ``l_factor`` and
+  rule). BlackJAX stores the stage's draws and computes each ESS by FFT;
+  here the stage streams the autocovariances of lags ``1..LAGS`` (sums of
+  products with the last ``LAGS`` draws, and the sums of the first and last
+  ``LAGS`` draws that centre them exactly), and ``tau`` is Geyer's initial
+  monotone sequence over them: the same estimate while the sequence ends
+  within ``LAGS`` lags, a smaller ``tau`` where it would run longer. The
+  stage keeps ``3 LAGS + 4`` numbers per dimension and chain.
 
 A step with a non-finite energy error is refused by the kernel and caps the
-step size at 0.8 times the current one. BlackJAX's third stage (``L`` from
-the effective sample size of stored draws) needs the draws of a whole stage
-at once and is not run.
+step size at 0.8 times the current one.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ __all__ = ["MCLMCTuning", "schedule", "warmup"]
 DESIRED_ENERGY_VAR = 5e-4
 TRUST_IN_ESTIMATE = 1.5
 NUM_EFFECTIVE_SAMPLES = 150
+L_FACTOR = 0.4  # BlackJAX's l_factor: L = L_FACTOR * eps * tau
+LAGS = 64  # stage 3's autocovariance lags
 
 
 class MCLMCTuning(NamedTuple):
@@ -50,11 +60,88 @@ class MCLMCTuning(NamedTuple):
     weight: jax.Array  # () sum of the variance weights (stage 2)
     mean: jax.Array  # (dim,)
     m2: jax.Array  # (dim,)
+    lags: Autocovariances  # stage 3
+
+
+class Autocovariances(NamedTuple):
+    """Stage 3's sums over the draws ``y_t = x_t - x_0`` of the stage (``t = 0..n-1``)."""
+
+    count: jax.Array  # () int32: n
+    shift: jax.Array  # (dim,) x_0
+    total: jax.Array  # (dim,) sum_t y_t
+    total2: jax.Array  # (dim,) sum_t y_t^2
+    head: jax.Array  # (LAGS, dim) y_0 .. y_(LAGS-1)
+    ring: jax.Array  # (LAGS, dim) the last LAGS draws, most recent first
+    products: jax.Array  # (LAGS, dim) sum_t y_t y_(t-k), k = 1..LAGS
 
 
 def schedule(num_warmup: int) -> np.ndarray:
-    """``[end of stage 1, end of stage 2]`` for a warmup of ``num_warmup`` iterations."""
-    return np.asarray([round(3 * num_warmup / 7), round(6 * num_warmup / 7)], np.int32)
+    """``[end of stage 1, end of stage 2, start of stage 3, end of warmup]`` for a warmup
+    of ``num_warmup`` iterations."""
+    n = num_warmup
+    return np.asarray([round(3 * n / 10), round(6 * n / 10), round(7 * n / 10), n], np.int32)
+
+
+def autocovariances_init(x: jax.Array) -> Autocovariances:
+    zeros = jnp.zeros((LAGS, x.shape[0]), x.dtype)
+    return Autocovariances(jnp.int32(0), x, jnp.zeros_like(x), jnp.zeros_like(x), zeros, zeros,
+                           zeros)  # fmt: skip
+
+
+def autocovariances_add(a: Autocovariances, x: jax.Array) -> Autocovariances:
+    """``a`` after the stage's next draw ``x``."""
+    shift = jnp.where(a.count == 0, x, a.shift)
+    y = x - shift
+    seen = (jnp.arange(LAGS) < a.count).astype(x.dtype)[:, None]  # ring[k-1] is y_(t-k)
+    row = jnp.minimum(a.count, LAGS - 1)
+    head = jnp.where(a.count < LAGS, jax.lax.dynamic_update_index_in_dim(a.head, y, row, 0), a.head)
+    return Autocovariances(
+        count=a.count + 1,
+        shift=shift,
+        total=a.total + y,
+        total2=a.total2 + y * y,
+        head=head,
+        ring=jnp.concatenate([y[None], a.ring[:-1]], axis=0),
+        products=a.products + seen * a.ring * y,
+    )
+
+
+def integrated_time(a: Autocovariances) -> jax.Array:
+    """``(dim,)`` the integrated autocorrelation time of each coordinate, ``n / ESS``,
+    by the rule of BlackJAX's (and Stan's) single-chain ``effective_sample_size`` over
+    lags ``0..LAGS``: Geyer's initial positive sequence of pair sums, made monotone,
+    with the even lag after the last positive pair; NaN for a coordinate that does
+    not move."""
+    dtype = a.total.dtype
+    n = a.count.astype(dtype)
+    k = jnp.arange(1, LAGS + 1, dtype=dtype)[:, None]
+    mean = a.total / n
+    first = jnp.cumsum(a.head, axis=0)  # sums of the first k draws
+    last = jnp.cumsum(a.ring, axis=0)  # ... and of the last k (the ring is most recent first)
+    # n acov_k = sum_(t>=k) (y_t - m)(y_(t-k) - m), with sum_(t>=k) y_t = total - first_k
+    # and sum_(t<n-k) y_t = total - last_k
+    acov = (a.products - mean * ((a.total - first) + (a.total - last)) + (n - k) * mean**2) / n
+    acov0 = a.total2 / n - mean**2
+    # rho_k = 1 - (acov0 n / (n - 1) - acov_k) / acov0, as BlackJAX has it for one chain
+    rho = 1.0 - (acov0 * n / (n - 1.0) - acov) / acov0
+    rho = jnp.concatenate([jnp.ones_like(acov0)[None], rho], axis=0)  # lags 0..LAGS
+    rho = jnp.where(jnp.arange(LAGS + 1)[:, None] < a.count, rho, 0.0)  # lags the stage had
+    even, odd = rho[0::2], rho[1::2]  # (LAGS/2 + 1, dim), (LAGS/2, dim)
+    positive = jnp.cumprod(even[:-1] + odd > 0, axis=0).astype(bool)  # up to the first pair <= 0
+    after = jnp.sum(positive, axis=0)  # the even lag after the last positive pair
+    at_after = jnp.arange(even.shape[0])[:, None] == after
+    keep_even = jnp.concatenate([positive, jnp.zeros_like(positive[:1])]) | (at_after & (even > 0))
+    even = jnp.where(keep_even, even, 0.0)
+    odd = jnp.concatenate([jnp.where(positive, odd, 0.0), jnp.zeros_like(odd[:1])])
+    pair = even + odd
+    running = jax.lax.cummin(pair, axis=0)
+    previous = jnp.concatenate([pair[:1], running[:-1]])
+    lowered = pair > previous  # monotone: a pair above the running minimum takes it
+    even = jnp.where(lowered, running / 2, even)
+    odd = jnp.where(lowered, running / 2, odd)
+    tau = -1.0 + 2.0 * jnp.sum(even + odd, axis=0) - jnp.sum(jnp.where(at_after, even, 0.0), 0)
+    tau = jnp.maximum(tau, 1.0 / jnp.log10(n))
+    return jnp.where(acov0 > 0, tau, jnp.nan)
 
 
 def warmup(tuned: tuple[str, ...], fixed: dict[str, jax.Array]) -> Warmup:
@@ -77,10 +164,12 @@ def warmup(tuned: tuple[str, ...], fixed: dict[str, jax.Array]) -> Warmup:
             weight=zero,
             mean=jnp.zeros((dim,), x.dtype),
             m2=jnp.zeros((dim,), x.dtype),
+            lags=autocovariances_init(x),
         )
         return state, jnp.int32(0)
 
     def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
+        held = state
         x = kstate.position
         dim = x.shape[0]
         ok = jnp.logical_not(stats["diverging"])
@@ -119,7 +208,30 @@ def warmup(tuned: tuple[str, ...], fixed: dict[str, jax.Array]) -> Warmup:
                               step_size_max=inf)  # fmt: skip
 
         ends = (iteration == schedule[1] - 1) & (state.weight > 0)
-        return jax.lax.cond(ends, precondition, lambda s: s, state), jnp.int32(0)
+        state = jax.lax.cond(ends, precondition, lambda s: s, state)
+
+        # stage 3: the parameters held (the step size of its first iteration), the
+        # autocovariances streamed, and L set from them at the last warmup iteration
+        in_stage3 = iteration >= schedule[2]
+        state = state._replace(
+            step_size=jnp.where(in_stage3, held.step_size, state.step_size),
+            step_size_max=jnp.where(in_stage3, held.step_size_max, state.step_size_max),
+        )
+        lags = jax.lax.fori_loop(
+            0, in_stage3.astype(jnp.int32), lambda _, a: autocovariances_add(a, x), state.lags
+        )
+        state = state._replace(lags=lags)
+
+        def set_length(s: MCLMCTuning) -> MCLMCTuning:
+            tau = integrated_time(s.lags)
+            finite = jnp.isfinite(tau)
+            mean_tau = jnp.sum(jnp.where(finite, tau, 0.0)) / jnp.maximum(jnp.sum(finite), 1)
+            length = L_FACTOR * s.step_size * mean_tau
+            ok = jnp.any(finite) & jnp.isfinite(length) & (length > 0)
+            return s._replace(L=jnp.where(ok, length, s.L).astype(x.dtype))
+
+        last = (iteration == schedule[3] - 1) & (state.lags.count >= 2) & ("L" in tuned)
+        return jax.lax.cond(last, set_length, lambda s: s, state), jnp.int32(0)
 
     def params(state: MCLMCTuning) -> dict[str, Any]:
         out = dict(fixed)
