@@ -5,7 +5,7 @@ From the repository root::
     python -m bench list              # the areas and the commands each runs
     python -m bench all               # run every area, save raw outputs, rewrite BENCHMARKS.md
     python -m bench mcmc latency      # run these areas only (then rewrite BENCHMARKS.md)
-    python -m bench stats-scale/million  # one job of an area
+    python -m bench stats-scale/million  # one job of an area (jobs too long for all: only so)
     python -m bench report            # rewrite BENCHMARKS.md from the newest raw outputs
 
 Each job (a bench script at the settings ``BENCHMARKS.md`` reports) runs in
@@ -116,7 +116,7 @@ def run_areas(names: list[str], results: Path, quick: bool) -> bool:
         area_name, _, job_name = name.partition("/")
         area = areas.area(area_name)
         for job in area.jobs:
-            if job_name in ("", job.name):
+            if job_name == job.name or (job_name == "" and not job.explicit):
                 ok &= run_job(area, job, folder, quick, machine)
     print(f"raw outputs in {folder}", file=sys.stderr)
     return ok

@@ -489,6 +489,7 @@ class Job:
     parse: Callable[[Output], list[Row]]
     quick: tuple[str, ...]  # the same script at smoke-test settings (seconds to a minute)
     json: bool = False  # the script takes --json PATH
+    explicit: bool = False  # run only when named (``python -m bench AREA/JOB``): too long for all
 
     def argv(self, quick: bool, json_path: str | None) -> list[str]:
         argv = list(self.quick if quick else self.args)
@@ -740,6 +741,45 @@ AREAS: tuple[Area, ...] = (
             "gradient, the median of the repetitions taken in turn in one process after "
             "compiling, and its ratios to both loops. Medians of 11 still move by about 5% "
             "from run to run on this machine."
+        ),
+    ),
+    Area(
+        name="mclmc-tuner",
+        title="MCLMC's tuner in the chunk engine against BlackJAX's",
+        jobs=(
+            Job(
+                "mclmc-tuner",
+                ("bench/mclmc_tuner.py",),
+                parse_rows,
+                ("bench/mclmc_tuner.py", "--models", "logreg_large"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["tuner"], r.get("seed", 0)),
+        rank=lambda r: (MCMC_MODELS(r["model"]), r.get("seed", 0), r["tuner"] != "sluice"),
+        columns=(
+            ("model", "model", ""),
+            ("dim", "dim", ",d"),
+            ("seed", "seed", "d"),
+            ("tuner", "tuner", ""),
+            ("L", "L", ".3g"),
+            ("step_size", "step size", ".3g"),
+            ("min_ess_bulk", "min ESS_bulk", ".0f"),
+            ("ess_per_grad", "ESS/grad", ".4f"),
+            ("wall_s", "wall s", ".1f"),
+        ),
+        left=("tuner",),
+        reading=(
+            "Unadjusted MCLMC (`blackjax.mclmc`, two gradients per step), 4 chains one after "
+            "another from the model's initial point, 1,000 tuning steps and 1,000 draws per "
+            "chain, float32. `sluice`: `sluice.kernels.from_blackjax(blackjax.mclmc)`, the "
+            "tuner's three stages one warmup iteration at a time in the chunk engine; "
+            "`blackjax`: `mclmc_find_L_and_step_size` (diagonal preconditioning, its default "
+            "fractions of `num_steps=3000`: the same 1,000 tuning steps), then a `lax.scan` "
+            "of 1,000 steps. *L* and *step size* are medians over the chains; *min ESS_bulk* "
+            "is ArviZ's over the parameters, the chains pooled; *ESS/grad* per sampling "
+            "gradient. Wall times include compilation and, for BlackJAX, one compile per "
+            "chain's tuning; the seeds' ESS moves by about 15%."
         ),
     ),
     Area(
@@ -1183,6 +1223,14 @@ AREAS: tuple[Area, ...] = (
                 parse_stats_large,
                 ("bench/stats_large.py", "--dim", "10000", "--draws", "20", "--warmup", "20"),
             ),
+            Job(
+                "million",
+                ("bench/million.py", "--progress"),
+                parse_million,
+                ("bench/million.py", "--dim", "20000", "--warmup", "20", "--draws", "40"),
+                json=True,
+                explicit=True,
+            ),
         ),
         key=lambda r: (r["what"], r["statistics"]),
         rank=_index,
@@ -1197,8 +1245,9 @@ AREAS: tuple[Area, ...] = (
             "compile time of a whole 10-dim run to its summary (every program, measured by "
             "JAX's compile events and log); the time from `sample`'s return to the summary "
             "table; and the cost per element and draw at 100,000 dimensions, where the "
-            "statistics' state no longer fits in the caches (`bench/million.py` runs the "
-            "1,000,000-dim model; not run by `python -m bench all`: hours on two cores)."
+            "statistics' state no longer fits in the caches. The million-parameter run "
+            "(`bench/million.py`: NUTS on a 1,000,000-dim Gaussian with scales in [e^-1, e]) "
+            "runs only when named (`python -m bench stats-scale/million`), not with `all`."
         ),
     ),
     Area(

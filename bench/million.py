@@ -6,7 +6,8 @@ time of each phase, peak RSS of the process, the state's size, and how many
 elements have a NaN in any of mean, sd, HDI, MCSE, bulk/tail ESS or R-hat
 (none, for a complete summary), with the worst R-hat and lowest ESS.
 
-Run: ``PYTHONPATH=src python bench/million.py`` (not feasible on two cores: see docs/statistics.md, "Limits").
+Run: ``python -m bench stats-scale/million`` (over an hour on two cores; not part of
+``python -m bench all``).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--progress", action="store_true", help="a line per chunk on stderr")
     args = parser.parse_args()
     scales = jnp.exp(jnp.linspace(-1.0, 1.0, args.dim))
     model = sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
                          init={"x": jnp.zeros(args.dim)})  # fmt: skip
     t0 = time.perf_counter()
     run = sluice.sample(model, chains=args.chains, warmup=args.warmup, draws=args.draws,
-                        sink=None, progress=False, seed=0)  # fmt: skip
+                        sink=None, progress=args.progress, seed=0)  # fmt: skip
     t1 = time.perf_counter()
     table = run.summary(round_to="none")
     t2 = time.perf_counter()
