@@ -144,6 +144,7 @@ class GeyerResult(NamedTuple):
 
     tau: jax.Array  # (...,) float: integrated autocorrelation time (before ArviZ's floor)
     terminated: jax.Array  # (...,) bool: the sequence stopped within the lags given
+    last: jax.Array | None = None  # (...,) float: the last pair's monotone value (running min)
 
 
 def geyer_tau(
@@ -210,7 +211,8 @@ def geyer_tau(
     # (s >= 0), or by ArviZ's "improve estimation" step when positive (rho_0 = 1 if k_last = 0).
     keep_even = (last_s >= 0) | (last_even > 0)
     tau = -1.0 + 2.0 * total + jnp.where(keep_even, last_even, 0.0)
-    return GeyerResult(tau, terminated)
+    last = jnp.take_along_axis(running_min, k_last[..., None], axis=-1)[..., 0]
+    return GeyerResult(tau, terminated, last)
 
 
 def blom_scores(rank: jax.Array, total: jax.Array) -> jax.Array:

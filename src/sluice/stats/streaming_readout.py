@@ -16,7 +16,8 @@ used (:class:`Closed` names them), so a merged state is no larger.
 histogram, split R-hat (exact), rank R-hat (the proxies' split R-hat, bulk and
 folded), ESS bulk / tail / mean / sd by Geyer's initial sequence (ArviZ's
 ``_ess``) on the exact lags, or on the block means when the sequence has not
-ended within them, and MCSE of the mean and sd.
+ended within them and its pairs are still above their noise, and MCSE of the
+mean and sd.
 """
 
 from __future__ import annotations
@@ -237,7 +238,9 @@ def merge(a: StreamState, b: StreamState, *, settings: StreamSettings) -> Stream
 def _ess(w, var_plus, acov_sum, split, n, bw_mean, bvar_plus, bacov_sum, bchains, nb, block,
          shift):  # fmt: skip
     """ArviZ's multi-chain ESS (``_ess``): Geyer on the exact lags; where its sequence
-    runs past them, the block means' estimate, its inner lags replaced by the exact ones.
+    runs past them at the noise level, one more such pair; where it runs past them
+    well above the noise, the block means' estimate, its inner lags replaced by the
+    exact ones.
 
     Blocks of ``b`` draws give ``b Var(block mean) = sum_t (1 - |t|/b) gamma_t`` near
     lag 0: the exact lags replace the tapered inner terms (``shift`` recentres the
@@ -255,11 +258,23 @@ def _ess(w, var_plus, acov_sum, split, n, bw_mean, bvar_plus, bacov_sum, bchains
     t = jnp.arange(1, mean_acov.shape[-1], dtype=dtype)
     inner = 2.0 * jnp.sum((t / block) * (mean_acov[..., 1:] + shift[..., None]), axis=-1)
     tau_block = (block * bvar_plus * blocks.tau + inner) / safe
-    use_block = ~exact.terminated & (nb >= 8)
-    tau = jnp.where(use_block, jnp.maximum(tau_block, exact.tau), exact.tau)
+    # A sequence still positive at the last exact lag whose pairs have fallen to the
+    # noise of their estimates (two sds by Bartlett's formula) has all but ended:
+    # ArviZ's loop adds about one more noise-level pair, bounded by the running
+    # minimum. The block means (a few dozen per chain) estimate such a tail far more
+    # noisily, so they serve only sequences still well above their noise.
     total = split.astype(dtype) * n
+    rho = 1.0 - (w[..., None] - mean_acov) / safe[..., None]
+    bartlett = 1.0 + 2.0 * jnp.sum(rho[..., 1:] ** 2, axis=-1)
+    noise = 2.0 * jnp.sqrt(2.0 * bartlett / jnp.maximum(total, 1.0))
+    settled = ~exact.terminated & (exact.last <= noise)
+    use_block = ~exact.terminated & ~settled & (nb >= 8)
+    tau = jnp.where(settled, exact.tau + 2.0 * jnp.maximum(exact.last, 0.0), exact.tau)
+    tau = jnp.where(use_block, jnp.maximum(tau_block, exact.tau), tau)
     tau = jnp.maximum(tau, 1.0 / jnp.log10(jnp.maximum(total, 10.0)))  # ArviZ's floor
-    resolution = jnp.where(exact.terminated, 1, jnp.where(use_block & blocks.terminated, block, 0))
+    resolution = jnp.where(
+        exact.terminated | settled, 1, jnp.where(use_block & blocks.terminated, block, 0)
+    )
     return total / tau, resolution
 
 
