@@ -316,6 +316,51 @@ def test_quantiles_read_in_blocks_of_elements_equal_all_at_once(monkeypatch):
         np.testing.assert_allclose(blocked[key]["x"], whole[key]["x"], rtol=1e-6, atol=1e-7)
 
 
+def test_a_large_summary_is_merged_and_finalized_in_blocks_of_elements(monkeypatch):
+    """Past ``ELEMENT_BLOCK`` elements the chains' states are merged and finalized a
+    block at a time (a million elements' merge holds tens of GB at once): every
+    output as from the whole states, no program ever sees more than a block, and
+    the background compile prepares exactly the block programs."""
+    from sluice._jax import compile as programs
+    from sluice.runtime import statistics as run_statistics
+
+    pilot, x = _data()
+    sel = slice(0, 10)
+    s = _statistic()
+    states = [
+        jax.device_get(st) for st in _states(x[:, :, sel], pilot[:, sel], DRAWS, CHUNK, DRAWS)
+    ]
+    whole = run_statistics.finalize(s, run_statistics.merge_chains(s, states))
+    monkeypatch.setattr(run_statistics, "ELEMENT_BLOCK", 4)  # 10 elements: 4 + 4 + 2 (padded)
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    one = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), states[0])
+    start = lambda: {"summary": jax.tree.map(lambda v: v[None], states[0])}  # noqa: E731
+    run_statistics.precompile({"summary": s}, ("block-test-start",), start, ()).join()
+    seen = []
+    real_call = programs.call
+
+    def call(key, fn, *args):
+        seen.append({leaf.shape[-1] for leaf in (a.knots for a in args)})
+        return real_call(key, fn, *args)
+
+    monkeypatch.setattr(programs, "call", call)
+    compiled_before = set(programs.cached())
+    blocked = run_statistics.summarize(s, states)
+    assert set(programs.cached()) == compiled_before, "the block programs were precompiled"
+    assert seen and all(sizes == {4} for sizes in seen)
+    assert one.knots.shape[-1] == 10
+    assert set(blocked) == set(whole)
+    for key, value in whole.items():
+        np.testing.assert_allclose(
+            np.asarray(jax.tree.leaves(blocked[key])[0]),
+            np.asarray(jax.tree.leaves(value)[0]),
+            rtol=1e-6, atol=1e-7, err_msg=key,
+        )  # fmt: skip
+    ref = _reference(x[:, :, sel])  # and both agree with ArviZ where exact
+    np.testing.assert_allclose(blocked["mean"]["x"], ref["mean"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(blocked["r_hat_split"]["x"], ref["r_hat_split"], atol=1e-5)
+
+
 def test_an_update_out_of_order_poisons_the_result():
     pilot, x = _data()
     s = streaming.summary(200, chunk_size=100)

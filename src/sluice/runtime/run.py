@@ -188,9 +188,8 @@ class Run:
 
     def _finalize(self, name: str) -> Any:
         if name not in self._finalized:
-            statistic = self._statistics[name]
-            state = self.merged_stats_state(name)
-            self._finalized[name] = run_statistics.finalize(statistic, state)
+            states = [self._chain_state(name, c) for c in range(self.info.chains)]
+            self._finalized[name] = run_statistics.summarize(self._statistics[name], states)
         return self._finalized[name]
 
     def merged_stats_state(self, name: str) -> Any:

@@ -439,9 +439,7 @@ class Session:
         per_chain = [
             jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
         ]
-        summary = run_statistics.finalize(
-            statistic, run_statistics.merge_chains(statistic, per_chain)
-        )
+        summary = run_statistics.summarize(statistic, per_chain)
         until = self.config.until
         worst = until.progress(summary) if until is not None else worst_values(summary)
         if t.multiprocess:
@@ -506,6 +504,8 @@ class Session:
         info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
         stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.stats)))
+        # the device's copy goes now: a million-element model's states are gigabytes
+        self.carry = self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats))
         local_chains = t.local_chains
         if t.multiprocess and isinstance(self.sink, MemorySink):
             self._gather_kept_draws()

@@ -8,6 +8,12 @@ the default statistics, but they depend only on the state's shapes, known
 before the first chunk: :func:`precompile` lowers and compiles them in a
 background thread while the run samples (nothing is executed there, so it
 holds no state-sized buffers).
+
+A statistic that declares itself element-wise (:class:`~sluice.stats.base.Blocks`)
+is merged and finalized :data:`ELEMENT_BLOCK` elements at a time once its
+states are larger than that: the chains' states stay on the host, each block
+goes to the device alone, and one program (the blocks share a shape) serves
+every block.
 """
 
 from __future__ import annotations
@@ -18,12 +24,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from sluice._jax import compile as programs
 from sluice.model import FlatModel
 from sluice.stats.base import Statistic
 
-__all__ = ["finalize", "merge_chains", "precompile", "start_program"]
+__all__ = ["ELEMENT_BLOCK", "finalize", "merge_chains", "precompile", "start_program", "summarize"]
+
+# elements merged and finalized at once: for the default summary, 4 chains' states of a
+# block are ~0.4 GB and their merge and finalize a few times that
+ELEMENT_BLOCK = 65536
 
 
 def start_program(flat: FlatModel, statistic: Statistic, slots: int) -> tuple[tuple, Callable]:
@@ -64,9 +75,40 @@ def merge_chains(statistic: Statistic, states: list[Any]) -> Any:
     return states[0]
 
 
+def _block_finalize_key(statistic: Statistic) -> tuple:
+    return ("statistic.finalize-block", statistic.cache_key)
+
+
 def finalize(statistic: Statistic, state: Any) -> Any:
     """``statistic.finalize(state)`` through the cache, as host arrays."""
     return jax.device_get(programs.call(_finalize_key(statistic), statistic.finalize, state))
+
+
+def _blocked(statistic: Statistic, state: Any) -> bool:
+    blocks = statistic.blocks
+    return blocks is not None and blocks.size(state) > ELEMENT_BLOCK
+
+
+def summarize(statistic: Statistic, states: list[Any]) -> Any:
+    """``finalize`` of the chains' ``states`` merged (host arrays), a block of
+    elements at a time where the statistic allows it and the states are large."""
+    if not states:
+        raise ValueError("summarize needs at least one chain's state")
+    if not _blocked(statistic, states[0]):
+        return finalize(statistic, merge_chains(statistic, states))
+    blocks = statistic.blocks
+    d = blocks.size(states[0])
+    parts: list[dict[str, Any]] = []
+    for start in range(0, d, ELEMENT_BLOCK):
+        stop = min(start + ELEMENT_BLOCK, d)
+        block = [blocks.take(s, start, stop, ELEMENT_BLOCK) for s in states]
+        merged = merge_chains(statistic, block)
+        del block
+        values = programs.call(_block_finalize_key(statistic), blocks.finalize, merged)
+        del merged
+        parts.append(jax.tree.map(lambda v, n=stop - start: np.asarray(v)[:n], values))
+    flat = jax.tree.map(lambda *vs: np.concatenate(vs), *parts)
+    return jax.device_get(blocks.assemble(states[0], flat))
 
 
 def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
@@ -78,6 +120,11 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
     statistics, for ~80 MB more peak memory. Larger ones compile one after the
     other, as two compiles at once would stack their memory on a large run's.
     """
+    finalize_key, finalize_fn = _finalize_key(statistic), statistic.finalize
+    if _blocked(statistic, one):  # the programs of one block of elements
+        n = ELEMENT_BLOCK
+        one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
+        finalize_key, finalize_fn = _block_finalize_key(statistic), statistic.blocks.finalize
     future, pending = programs.lower(_merge_key(statistic), statistic.merge, (one, one))
     side = None
     if pending is not None:
@@ -97,9 +144,7 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
     else:
         merged = future.result().out_info
     try:
-        programs.compiled(
-            _finalize_key(statistic), statistic.finalize, (merged,), fast_if_small=True
-        )
+        programs.compiled(finalize_key, finalize_fn, (merged,), fast_if_small=True)
     finally:
         if side is not None:
             side.join()

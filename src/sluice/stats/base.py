@@ -27,6 +27,13 @@ Two optional fields make a statistic cheaper or better informed:
   chain, device and host), for references shared by all chains (grids,
   thresholds) that reflect the posterior rather than one draw of it.
 
+A statistic whose state and values are element-wise (each element of the draw
+has its own columns, as the default summary's) may also say so with ``blocks``
+(:class:`Blocks`): the engine then merges and finalizes a large model's
+states a block of elements at a time, so that the full-size temporaries of
+``merge`` and ``finalize`` never exist at once (for a million elements they
+are tens of gigabytes).
+
 Settings live in the closure (a change of setting never hides in the state);
 state is a NamedTuple or dict of arrays with fixed shapes.
 
@@ -46,7 +53,16 @@ import jax
 
 PyTree = Any
 
-__all__ = ["Statistic", "block_update"]
+__all__ = ["Blocks", "Statistic", "block_update"]
+
+
+class Blocks(NamedTuple):
+    """How an element-wise statistic's states split into blocks of elements."""
+
+    size: Callable[[Any], int]  # the number of elements of a state
+    take: Callable[[Any, int, int, int], Any]  # (state, start, stop, length): padded to length
+    finalize: Callable[[Any], dict[str, Any]]  # a state's values, leading axis its elements
+    assemble: Callable[[Any, dict[str, Any]], PyTree]  # (state, every element's values)
 
 
 class Statistic(NamedTuple):
@@ -59,6 +75,7 @@ class Statistic(NamedTuple):
     key: Hashable | None = None  # a description of the settings (see the module docstring)
     pilot: int = 0  # final warmup draws per chain that init receives, pooled (0: one example)
     update_block: Callable[[Any, PyTree, Any], Any] | None = None  # (state, draws, count)
+    blocks: Blocks | None = None  # element-wise: merged and finalized in blocks of elements
 
     @property
     def cache_key(self) -> Hashable:
@@ -66,7 +83,7 @@ class Statistic(NamedTuple):
         if self.key is not None:
             return self.key
         return ("functions", self.init, self.update, self.merge, self.finalize, self.pilot,
-                self.update_block)  # fmt: skip
+                self.update_block, self.blocks)  # fmt: skip
 
 
 def block_update(statistic: Statistic) -> Callable[[Any, PyTree, Any], Any]:

@@ -56,7 +56,7 @@ import numpy as np
 
 from sluice.stats._layout import flatten, num_elements, own_copy, working_dtype
 from sluice.stats._numerics import Compensated, compensated_add, compensated_zeros, row_add
-from sluice.stats.base import Statistic
+from sluice.stats.base import Blocks, Statistic
 
 PyTree = Any
 
@@ -559,4 +559,10 @@ def summary(
         ("streaming-summary", settings),
         settings.pilot,
         functools.partial(update_block, settings),
+        Blocks(
+            streaming_readout.size,
+            functools.partial(streaming_readout.take, settings=settings),
+            functools.partial(streaming_readout.finalize_flat, settings=settings),
+            functools.partial(streaming_readout.assemble, settings=settings),
+        ),
     )

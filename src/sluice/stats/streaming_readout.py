@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from sluice.stats._layout import unflatten
 from sluice.stats._numerics import (
@@ -46,7 +47,7 @@ from sluice.stats.streaming import (
 
 PyTree = Any
 
-__all__ = ["Closed", "finalize", "merge"]
+__all__ = ["Closed", "assemble", "finalize", "finalize_flat", "merge", "size", "take"]
 
 # split features (per half: mean and variance): y, y^2, z, |z|, lo, hi
 SY, SQ, SZ, SZF, SLO, SHI = range(6)
@@ -347,8 +348,8 @@ def _by_blocks(fn: Any, *arrays: jax.Array) -> Any:
     return jax.tree.map(lambda o: o.reshape(count * BLOCK, *o.shape[2:])[:d], out)
 
 
-def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
-    """Every output of ``az.summary`` (and more), trees shaped like a draw."""
+def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, jax.Array]:
+    """Every per-element output of :func:`finalize`, flat: leading axis the elements."""
     state = _close(state, settings)
     c = unpack(state)
     chains, draws, split, nmin, nmax, nbmin, bchains = (c.counts[i] for i in range(7))
@@ -437,7 +438,57 @@ def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
         "ess_bulk_resolution": res[1], "ess_tail_resolution": jnp.maximum(res[2], res[3]),
         "ess_mean_resolution": res[0],
     }  # fmt: skip
-    result = {k: unflatten(state.pilot, v) for k, v in out.items()}
-    result["quantile_levels"] = probs
+    return out
+
+
+def assemble(
+    state: StreamState, flat: dict[str, Any], *, settings: StreamSettings
+) -> dict[str, Any]:
+    """:func:`finalize`'s output from the flat values of every element of ``state``."""
+    dtype = state.knots.dtype
+    result = {k: unflatten(state.pilot, v) for k, v in flat.items()}
+    result["quantile_levels"] = jnp.asarray(settings.probs, dtype)
     result["hdi_prob"] = jnp.asarray(settings.hdi_prob, dtype)
     return result
+
+
+def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
+    """Every output of ``az.summary`` (and more), trees shaped like a draw."""
+    return assemble(state, finalize_flat(state, settings=settings), settings=settings)
+
+
+# -- blocks of elements ----------------------------------------------------------------------------
+# every field but these holds one column per element, on its last axis (``hist``: a row of
+# ``buckets`` per element, flat); these are shared by all elements
+_SHARED = frozenset({"pilot", "count", "consistent", "nblocks", "folded", "closed", "hist"})
+
+
+def size(state: StreamState) -> int:
+    """The number of elements of a state."""
+    return int(state.knots.shape[-1])
+
+
+def take(
+    state: StreamState, start: int, stop: int, length: int, *, settings: StreamSettings
+) -> StreamState:
+    """The state of elements ``start .. stop - 1`` alone, padded to ``length`` elements
+    with copies of the last one (so that every block has one shape and one program).
+
+    Works on host arrays (slices are views: a block costs only its own copy when
+    it is sent to the device) and, without padding, on abstract values.
+    """
+    pad = length - (stop - start)
+
+    def cut(x: Any) -> Any:
+        x = x[..., start:stop]
+        if pad:
+            x = np.concatenate([x, np.repeat(x[..., -1:], pad, axis=-1)], axis=-1)
+        return x
+
+    rows = state.hist.reshape(size(state), settings.buckets)[start:stop]
+    if pad:
+        rows = np.concatenate([rows, np.repeat(rows[-1:], pad, axis=0)], axis=0)
+    shared = _SHARED if settings.final_split else _SHARED | {"final"}  # (else a placeholder)
+    fields = {f: jax.tree.map(cut, getattr(state, f)) for f in state._fields if f not in shared}
+    pilot = np.zeros((length,), state.knots.dtype)
+    return state._replace(pilot=pilot, hist=rows.reshape(-1), **fields)
