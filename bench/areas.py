@@ -352,7 +352,9 @@ def parse_million(out: Output) -> list[Row]:
          f"{d['compile_seconds']:.0f}, warmup {d['warmup_seconds']:.0f}, sampling "
          f"{d['sampling_seconds']:.0f})"),
         ("summary table after the run", f"{d['summary_seconds']:.1f} s"),
-        ("peak RSS", f"{d['peak_rss_gb']:.1f} GB"),
+        ("peak RSS", f"{d['peak_rss_gb']:.1f} GB"
+         + (f" ({d['peak_rss_sampling_gb']:.1f} GB until sample() returns)"
+            if "peak_rss_sampling_gb" in d else "")),
         ("statistics state per element and chain", f"{d['state_bytes_per_element_chain']:.0f} B"),
         ("rows with a NaN", f"{d['rows_with_nan']:,} of {d['rows']:,}"),
         ("worst R-hat, lowest bulk / tail ESS", f"{d['max_r_hat']:.4f}, "

@@ -39,6 +39,7 @@ def main() -> None:
     run = sluice.sample(model, chains=args.chains, warmup=args.warmup, draws=args.draws,
                         sink=None, progress=args.progress, seed=0)  # fmt: skip
     t1 = time.perf_counter()
+    sampling_rss = peak_rss_bytes()
     table = run.summary(round_to="none")
     t2 = time.perf_counter()
     state = run._stats_states["summary"]
@@ -52,7 +53,7 @@ def main() -> None:
         "chunk_size": info.chunk_size, "sample_seconds": t1 - t0,
         "compile_seconds": info.compile_seconds, "warmup_seconds": info.warmup_seconds,
         "sampling_seconds": info.sampling_seconds, "summary_seconds": t2 - t1,
-        "peak_rss_gb": peak_rss_bytes() / 2**30,
+        "peak_rss_gb": peak_rss_bytes() / 2**30, "peak_rss_sampling_gb": sampling_rss / 2**30,
         "state_bytes_per_element_chain": state_bytes / (args.dim * args.chains),
         "rows": len(table), "rows_with_nan": nan_rows,
         "max_r_hat": float(table["r_hat"].max()), "min_ess_bulk": float(table["ess_bulk"].min()),
