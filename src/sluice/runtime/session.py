@@ -125,9 +125,11 @@ class Session:
 
     def _stats_start(self) -> tuple[tuple, Any]:
         program = self.plan.program
+        t = self.topology
         return run_statistics.start_program(
-            self.plan.flat, program.statistic, self.topology.slots_per_process
-        )
+            self.plan.flat, program.statistic, t.slots_per_process,
+            None if t.multiprocess else t.sharding,
+        )  # fmt: skip
 
     def _precompile_statistics(self) -> None:
         """Compile the statistics' start, merge and finalize in a background thread
@@ -488,7 +490,7 @@ class Session:
         states = programs.call(key, start, p.flat.consts, example)
         if t.multiprocess:
             states = t.put_local(jax.device_get(states))
-        else:  # already this process's slots: placed without a trip through the host
+        elif t.sharding is None:  # one device: placed without a trip through the host
             states = t.put(states)
         self.carry = self.carry._replace(stats=states)
         self.stats_ready = True

@@ -37,10 +37,16 @@ __all__ = ["ELEMENT_BLOCK", "finalize", "merge_chains", "precompile", "start_pro
 ELEMENT_BLOCK = 65536
 
 
-def start_program(flat: FlatModel, statistic: Statistic, slots: int) -> tuple[tuple, Callable]:
+def start_program(
+    flat: FlatModel, statistic: Statistic, slots: int, sharding: Any = None
+) -> tuple[tuple, Callable]:
     """``(key, start)`` with ``start(consts, example)`` every slot's initial state: all
     slots start from the same example, the position of chain 0 (constrained here) or,
-    for a statistic with a pilot, the pooled pilot draws (already constrained)."""
+    for a statistic with a pilot, the pooled pilot draws (already constrained).
+
+    With ``sharding`` (the slots' layout over this process's devices) the program
+    writes each device's slots in place: placing a one-device result there instead
+    compiles a slicing program per state array (0.85 s for the default statistics)."""
 
     def start(consts: Any, example: Any) -> Any:
         if statistic.pilot:
@@ -49,7 +55,11 @@ def start_program(flat: FlatModel, statistic: Statistic, slots: int) -> tuple[tu
             state = statistic.init(flat.draws_fn(consts, example))
         return jax.tree.map(lambda x: jnp.broadcast_to(x, (slots, *x.shape)), state)
 
-    return ("statistics.start", flat.fingerprint, statistic.cache_key, slots), start
+    key = ("statistics.start", flat.fingerprint, statistic.cache_key, slots)
+    if sharding is None:
+        return key, start
+    devices = tuple(d.id for d in sharding.mesh.devices.flat)
+    return (*key, devices), jax.jit(start, out_shardings=sharding)
 
 
 def _merge_key(statistic: Statistic) -> tuple:
