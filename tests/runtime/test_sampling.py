@@ -142,6 +142,31 @@ def test_auto_chunk_size_respects_the_memory_budget(monkeypatch):
     assert chunk == (3 * 10 * 100 * 4 * 2) // (3 * (400 + 28))
 
 
+def test_auto_chunk_size_weighs_the_statistics_state_against_the_draws(monkeypatch):
+    """Below a tenth of the draws, smaller chunks hold fewer draws but a longer ring of
+    chunk summaries in the default statistics: the chunk size taken keeps the two
+    together smallest (checked on the states' actual shapes, every candidate)."""
+    from sluice.stats import streaming
+
+    budget = 3 * 10 * 100 * 4 * 2
+    monkeypatch.setenv("SLUICE_CHUNK_BUDGET_BYTES", str(budget))
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(100))
+    layout = Layout(3, 1000, plan._layout_groups(model.flatten(), sluice.nuts()))
+    config = RunConfig(3, 1000, 1000)
+    by_memory = plan._resolve_chunk_size(config, layout, 3)
+    chunk = plan._resolve_chunk_size(config, layout, 3, plan._default_state_bytes(config, layout))
+    pilot = {"x": jax.ShapeDtypeStruct((16, 100), jnp.float32)}
+
+    def total(c):  # one chain: the chunk's draws and the whole statistics state
+        state = jax.eval_shape(streaming.summary(1000, chunk_size=c, pilot=16).init, pilot)
+        return c * plan.bytes_per_draw(layout) + sum(x.size * x.dtype.itemsize
+                                                     for x in jax.tree.leaves(state))  # fmt: skip
+
+    candidates = range(by_memory, 101)
+    assert by_memory < 100 and total(chunk) == min(total(c) for c in candidates)
+    assert total(chunk) < total(by_memory)
+
+
 def test_stats_only_run_keeps_no_draws():
     run = sluice.sample(MODEL, sink=None, **SETTINGS)
     with pytest.raises(AttributeError, match="kept no draws"):

@@ -299,6 +299,28 @@ def test_per_draw_equals_per_chunk_and_merge_laws():
     assert_trees_close(fin(merge(per_chunk[0], empty)), fin(per_chunk[0]), rtol=1e-6, atol=1e-7)
 
 
+def test_windows_of_any_size_give_the_same_state(monkeypatch):
+    """A small model's update processes fewer rows at once (a quicker compile) than a
+    large one's: the same sums, float32 rounding aside, at either size (a chunk of
+    100 rows: the last window of 16 is partial)."""
+    pilot, x = _data()
+    init, _, merge, finalize = _programs()
+    assert streaming.window_rows(x.shape[2]) < streaming.window_rows(10**6)
+    s = _statistic()
+    outs = []
+    for small in (10**6, 0):  # every model small, then none
+        monkeypatch.setattr(streaming, "SMALL", small)
+        update = jax.jit(lambda st, d, n: s.update_block(st, d, n))  # (a fresh trace)
+        states = []
+        for c in range(CHAINS):
+            state = init({"x": jnp.asarray(pilot)})
+            for start in range(0, 300, CHUNK):
+                state = update(state, {"x": jnp.asarray(x[c, start : start + CHUNK])}, CHUNK)
+            states.append(state)
+        outs.append(finalize(functools.reduce(merge, states)))
+    assert_trees_close(outs[0], outs[1], rtol=2e-5, atol=1e-6)
+
+
 def test_quantiles_read_in_blocks_of_elements_equal_all_at_once(monkeypatch):
     """A million elements' HDI search runs over blocks of elements (memory): the same
     values (float32 rounding aside)."""

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -114,7 +115,10 @@ class Plan:
             chains_per_process=topology.slots_per_process,
             process_index=topology.process_index,
         )
-        chunk = _resolve_chunk_size(config, layout, chains_per_device)
+        chunk = _resolve_chunk_size(
+            config, layout, chains_per_device, _default_state_bytes(config, layout)
+            if default_stats else None
+        )  # fmt: skip
         if default_stats:
             statistics = {
                 DEFAULT_STATISTIC: default_statistic(config, flat.dim, chunk),
@@ -210,16 +214,40 @@ def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
     return groups
 
 
-def _resolve_chunk_size(config: RunConfig, layout: Layout, chains_per_device: int) -> int:
+def _resolve_chunk_size(
+    config: RunConfig,
+    layout: Layout,
+    chains_per_device: int,
+    state_bytes: Callable[[int], int] | None = None,
+) -> int:
+    """The chunk size: the user's, or the smaller of what the device-memory budget holds
+    and a tenth of the draws. ``state_bytes(chunk)``, where given, is the part of a
+    chain's statistics state that grows as chunks shrink: where the budget would cut
+    the chunk below a tenth of the draws, the chunk size in between that keeps a
+    chunk's draws and that state together smallest is taken instead."""
     draws, warmup = config.draws, config.warmup
     if isinstance(config.chunk_size, int):
         return min(config.chunk_size, max(draws, warmup))
     if config.num_chunks is not None:
         return math.ceil(draws / config.num_chunks)
     budget = _device_budget_bytes()
-    by_memory = max(1, budget // max(1, chains_per_device * bytes_per_draw(layout)))
+    per_draw = bytes_per_draw(layout)
+    by_memory = max(1, budget // max(1, chains_per_device * per_draw))
     by_progress = max(1, math.ceil(draws / 10))
-    return int(min(by_memory, by_progress))
+    if state_bytes is None or by_memory >= by_progress:
+        return int(min(by_memory, by_progress))
+    return min(range(by_memory, by_progress + 1), key=lambda c: c * per_draw + state_bytes(c))
+
+
+def _default_state_bytes(config: RunConfig, layout: Layout) -> Callable[[int], int]:
+    """The default statistics' chunk-dependent state of one chain, per chunk size (its
+    elements are the posterior's)."""
+    from sluice.stats import streaming
+
+    elements = sum(int(np.prod(shape, dtype=np.int64)) for shape, _ in
+                   layout.groups["posterior"].values())  # fmt: skip
+    itemsize = np.dtype(jax.numpy.result_type(float)).itemsize
+    return lambda chunk: streaming.chunk_state_bytes(config.draws, chunk, elements, itemsize)
 
 
 PILOT_BUDGET_BYTES = 256 * 2**20  # the pooled pilot draws of the default statistics, at most

@@ -60,12 +60,13 @@ from sluice.stats.base import Blocks, Statistic
 
 PyTree = Any
 
-__all__ = ["LEVELS", "StreamSettings", "StreamState", "summary"]
+__all__ = ["LEVELS", "StreamSettings", "StreamState", "chunk_state_bytes", "summary"]
 
 LEVELS = (0.02, 0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95, 0.98)  # reference quantile levels
 SCORES = tuple(_statistics.NormalDist().inv_cdf(p) for p in LEVELS)
 LO, MID, HI = 1, 4, 7  # indices of 0.05, 0.5, 0.95
 WINDOW = 16  # rows processed at once
+SMALL, SMALL_WINDOW = 1024, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
 SPAN = 4.5  # the histogram covers [-SPAN, SPAN] in compressed bulk-proxy units (outer open):
 CORE, TAIL = 3.0, 8.0  # z itself within [-CORE, CORE], TAIL times compressed beyond (z to 15)
 # split features, and the lag features (a subset)
@@ -136,6 +137,16 @@ class StreamState(NamedTuple):
     folded: jax.Array  # () int32: chunks folded into the prefix
     final: jax.Array  # (2, SEG, D): sums over draws < N//2 and >= N - N//2 (short last chunk)
     closed: jax.Array  # (7,) int32: chains, draws, split, nmin, nmax, nbmin, bchains
+
+
+def chunk_state_bytes(num_draws: int, chunk_size: int, elements: int, itemsize: int = 4) -> int:
+    """Bytes of one chain's state that depend on the chunk size: the chunk summaries
+    of the split-half ring (``num_chunks // 2 + 1`` of them, three parts each for an
+    odd chunk) and the final halves (a short last chunk). Smaller chunks hold fewer
+    draws on the device but more of these; the engine weighs the two."""
+    s = StreamSettings(num_draws, min(chunk_size, num_draws))
+    final = 2 * SEG * elements if s.final_split else 1
+    return (s.ring * s.parts * SEG * elements + final) * itemsize
 
 
 # -- the reference ---------------------------------------------------------------------------
@@ -427,6 +438,13 @@ def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings
     return jnp.stack(_lag_features(state.tail[::-1], ref)) * have[:, None]
 
 
+def window_rows(elements: int) -> int:
+    """Rows a window processes at once: the window is unrolled in the program, so a
+    small model (whose update costs little per draw) takes fewer rows and compiles
+    quicker; a large one takes :data:`WINDOW`, which passes over the state less often."""
+    return SMALL_WINDOW if elements <= SMALL else WINDOW
+
+
 def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
                  count: jax.Array) -> StreamState:  # fmt: skip
     """Add ``draws[0 .. count - 1]`` (a leading axis), the chain's next ``count`` draws.
@@ -441,7 +459,7 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
     chunk = settings.chunk_size
     aligned = (state.count % chunk == 0) & (count <= chunk)
     state = state._replace(consistent=state.consistent & aligned)
-    w = min(WINDOW, settings.block)
+    w = min(window_rows(x.shape[1]), settings.block)
     trips = -(-rows // w)
     padded = jnp.concatenate([x, jnp.zeros((trips * w - rows, x.shape[1]), dtype)], axis=0)
     ref = _reference(state)
