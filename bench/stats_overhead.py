@@ -11,7 +11,8 @@ Measures, in one process:
    the two alternated ``--reps`` times in this process: the cost of a NUTS draw
    and the end-to-end overhead (medians of the sampling phase's wall time).
 
-The micro benchmark reports the minimum over ``--reps`` repetitions.
+The micro benchmark reports the minimum over ``--reps`` repetitions; ``--micro-only``
+runs it alone, ``--window`` sets the rows the update processes at once.
 The state's memory per element (one chain) is printed too.
 
 Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``.
@@ -151,12 +152,24 @@ def main() -> None:
         help="default: sluice.stats.streaming.summary, what sample(default_stats=True) runs; "
         "exact: the opt-in sluice.stats.summary_statistics",
     )  # fmt: skip
+    parser.add_argument("--window", type=int, default=None,
+                        help="rows the default statistics' update processes at once "
+                        "(default: the library's choice for --dim)")  # fmt: skip
+    parser.add_argument("--micro-only", action="store_true", help="the update alone, no NUTS")
     args = parser.parse_args()
+    if args.window is not None:  # every model takes this window
+        streaming.SMALL, streaming.SMALL_WINDOW = 2**62, args.window
     if args.statistic == "default":
         statistic = streaming.summary(args.draws, chunk_size=args.draws, pilot=128)
     else:
         statistic = stats.summary_statistics(args.draws)
     m = micro(args.dim, args.micro_draws, args.reps, statistic)
+    if args.micro_only:
+        window = streaming.window_rows(args.dim)
+        print(f"dim={args.dim} window={window} statistics update (scan, 1 chain, "
+              f"{args.micro_draws} draws): {m['wall_us']:.2f} us/draw wall, "
+              f"{m['wall_us'] / args.dim * 1e3:.1f} ns per element and draw")  # fmt: skip
+        return
     pair = nuts_pair(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
     base, full = pair["base"], pair["stats"]
     print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} options={args.statistic} "
