@@ -148,7 +148,6 @@ def chunk_seconds(seconds: dict[str, float]) -> float:
 
 
 def cost(args: argparse.Namespace) -> None:
-    del args
     rows = []
     dim = 1000
     example = {"x": jnp.zeros((128, dim))}
@@ -169,46 +168,59 @@ def cost(args: argparse.Namespace) -> None:
     clock = CompileClock()
     programs = _CompileLog()
     small = streaming.SMALL
-    for i, (label, kwargs) in enumerate((
-        ("none", {"default_stats": False}),
-        ("default (every element)", {"default_stats": True}),
-        ("default, windows of 16 rows (as a large model's)", {"default_stats": True}),
-        ("exact set (opt-in)", {"default_stats": False,
-                                "stats": {"exact": stats.summary_statistics(200)}}),
-    )):  # fmt: skip
-        streaming.SMALL = 0 if "windows of 16" in label else small
-        clear_caches()  # every run compiles all its programs
-        t0 = clock.now()
-        programs.seconds.clear()
-        run = sluice.sample(demo(i), **settings, **kwargs)
-        run.summary()
-        rows.append({"what": "compile seconds, 10-dim demo run to its summary (all programs)",
-                     "statistics": label,
-                     "value": f"{clock.seconds(t0, clock.now()):.2f} s"})  # fmt: skip
-        rows.append({"what": "compile seconds, the chunk program (XLA), 10-dim demo run",
-                     "statistics": label,
-                     "value": f"{chunk_seconds(programs.seconds):.2f} s"})  # fmt: skip
-        merge_finalize = sum(programs.seconds.get(f"jit({n})", 0.0) for n in ("merge", "finalize"))
-        if label.startswith("default ("):  # (the exact set's programs are named otherwise)
-            rows.append({"what": "compile seconds, merge + finalize (XLA), 10-dim demo run",
-                         "statistics": label, "value": f"{merge_finalize:.2f} s"})  # fmt: skip
-    for dim in (10, 10_000):
-        model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(dim)})
+    values: dict[tuple[str, str], list[float]] = {}
+
+    def note(what: str, label: str, seconds: float) -> None:
+        values.setdefault((what, label), []).append(seconds)
+
+    i = 0
+    for _ in range(args.reps):  # the variants alternated, every run compiling afresh
         for label, kwargs in (
+            ("none", {"default_stats": False}),
             ("default (every element)", {"default_stats": True}),
+            ("default, windows of 16 rows (as a large model's)", {"default_stats": True}),
             ("exact set (opt-in)", {"default_stats": False,
-                                    "stats": {"exact": stats.summary_statistics(1000)}}),
+                                    "stats": {"exact": stats.summary_statistics(200)}}),
         ):  # fmt: skip
-            run = sluice.sample(model, chains=4, warmup=200, draws=1000, chunk_size=100,
-                                sink=None, progress=False, **kwargs)  # fmt: skip
-            t0 = time.perf_counter()
-            if kwargs["default_stats"]:
-                run.summary()
-            else:
-                stats.summary_table(run.stats["exact"])
-            rows.append({"what": f"merge + finalize + table, {dim:,}-dim, 4 chains",
-                         "statistics": label,
-                         "value": f"{time.perf_counter() - t0:.2f} s"})  # fmt: skip
+            streaming.SMALL = 0 if "windows of 16" in label else small
+            clear_caches()  # every run compiles all its programs
+            t0 = clock.now()
+            programs.seconds.clear()
+            i += 1
+            run = sluice.sample(demo(i), **settings, **kwargs)
+            run.summary()
+            note("compile seconds, 10-dim demo run to its summary (all programs)", label,
+                 clock.seconds(t0, clock.now()))  # fmt: skip
+            note("compile seconds, the chunk program (XLA), 10-dim demo run", label,
+                 chunk_seconds(programs.seconds))  # fmt: skip
+            if label.startswith("default ("):  # (the exact set's programs are named otherwise)
+                merge_finalize = sum(programs.seconds.get(f"jit({n})", 0.0)
+                                     for n in ("merge", "finalize"))  # fmt: skip
+                note("compile seconds, merge + finalize (XLA), 10-dim demo run", label,
+                     merge_finalize)  # fmt: skip
+        streaming.SMALL = small
+        for dim in (10, 10_000):
+            model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2),
+                                 init={"x": jnp.zeros(dim)})  # fmt: skip
+            for label, kwargs in (
+                ("default (every element)", {"default_stats": True}),
+                ("exact set (opt-in)", {"default_stats": False,
+                                        "stats": {"exact": stats.summary_statistics(1000)}}),
+            ):  # fmt: skip
+                clear_caches()  # as in a fresh process: the summary's programs compile
+                run = sluice.sample(model, chains=4, warmup=200, draws=1000, chunk_size=100,
+                                    sink=None, progress=False, **kwargs)  # fmt: skip
+                t0 = time.perf_counter()
+                if kwargs["default_stats"]:
+                    run.summary()
+                else:
+                    stats.summary_table(run.stats["exact"])
+                note(f"merge + finalize + table after the run returns, {dim:,}-dim, 4 x 1,000",
+                     label, time.perf_counter() - t0)  # fmt: skip
+    for (what, label), v in values.items():
+        runs = ", ".join(f"{x:.2f}" for x in v)
+        rows.append({"what": what, "statistics": label,
+                     "value": f"{np.median(v):.2f} s (median of {runs})"})  # fmt: skip
     print(f"backend={jax.default_backend()}\n")
     columns = [(k, k, "") for k in ("what", "statistics", "value")]
     print(markdown_table(rows, columns, left=("what", "statistics")))
@@ -222,7 +234,9 @@ def main() -> None:
     acc.add_argument("--draws", type=int, default=1000)
     acc.add_argument("--seeds", type=int, default=1)
     acc.set_defaults(func=accuracy)
-    sub.add_parser("cost").set_defaults(func=cost)
+    cst = sub.add_parser("cost")
+    cst.add_argument("--reps", type=int, default=3, help="runs of each variant, alternated")
+    cst.set_defaults(func=cost)
     args = parser.parse_args()
     args.func(args)
 
