@@ -175,14 +175,13 @@ def cost(args: argparse.Namespace) -> None:
 
     i = 0
     for _ in range(args.reps):  # the variants alternated, every run compiling afresh
-        for label, kwargs in (
-            ("none", {"default_stats": False}),
-            ("default (every element)", {"default_stats": True}),
-            ("default, windows of 16 rows (as a large model's)", {"default_stats": True}),
+        for label, kwargs, streaming.SMALL in (  # (SMALL = 0: every model takes 16 rows)
+            ("none", {"default_stats": False}, small),
+            ("default (every element)", {"default_stats": True}, small),
+            ("default, windows of 16 rows (as a large model's)", {"default_stats": True}, 0),
             ("exact set (opt-in)", {"default_stats": False,
-                                    "stats": {"exact": stats.summary_statistics(200)}}),
+                                    "stats": {"exact": stats.summary_statistics(200)}}, small),
         ):  # fmt: skip
-            streaming.SMALL = 0 if "windows of 16" in label else small
             clear_caches()  # every run compiles all its programs
             t0 = clock.now()
             programs.seconds.clear()

@@ -47,6 +47,7 @@ windows of :data:`WINDOW` rows; ``update`` processes one draw.
 from __future__ import annotations
 
 import functools
+import math
 import statistics as _statistics
 from typing import Any, NamedTuple
 
@@ -139,14 +140,21 @@ class StreamState(NamedTuple):
     closed: jax.Array  # (7,) int32: chains, draws, split, nmin, nmax, nbmin, bchains
 
 
+def _split_shapes(settings: StreamSettings, d: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes of ``seg`` and ``final``: the parts of the state the chunk size sets
+    (``final`` is one number unless the last chunk is short: XLA does not shard
+    zero-size arrays)."""
+    final = (2, SEG, d) if settings.final_split else (1,)
+    return (settings.ring, settings.parts, SEG, d), final
+
+
 def chunk_state_bytes(num_draws: int, chunk_size: int, elements: int, itemsize: int = 4) -> int:
     """Bytes of one chain's state that depend on the chunk size: the chunk summaries
     of the split-half ring (``num_chunks // 2 + 1`` of them, three parts each for an
     odd chunk) and the final halves (a short last chunk). Smaller chunks hold fewer
     draws on the device but more of these; the engine weighs the two."""
-    s = StreamSettings(num_draws, min(chunk_size, num_draws))
-    final = 2 * SEG * elements if s.final_split else 1
-    return (s.ring * s.parts * SEG * elements + final) * itemsize
+    shapes = _split_shapes(StreamSettings(num_draws, min(chunk_size, num_draws)), elements)
+    return sum(math.prod(shape) for shape in shapes) * itemsize
 
 
 # -- the reference ---------------------------------------------------------------------------
@@ -245,6 +253,7 @@ def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
     knots = reference(rows)
     z = lambda *shape: jnp.zeros(shape, dtype)  # noqa: E731
     lags, bl = settings.lags, settings.block_lags
+    seg_shape, final_shape = _split_shapes(settings, d)
     return StreamState(
         pilot=jax.tree.map(jnp.zeros_like, own_copy(example)),
         knots=knots,
@@ -262,12 +271,10 @@ def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
         bring=z(LAG, bl, d),
         blag=z(LAG, bl + 1, d),
         nblocks=jnp.zeros((), jnp.int32),
-        seg=z(settings.ring, settings.parts, SEG, d),
+        seg=z(*seg_shape),
         prefix=z(SEG, d),
         folded=jnp.zeros((), jnp.int32),
-        final=z(2, SEG, d)
-        if settings.final_split
-        else z(1),  # (no zero-size arrays: XLA would not shard them)
+        final=z(*final_shape),
         closed=closed_zeros(),
     )
 

@@ -488,7 +488,8 @@ def take(
     rows = state.hist.reshape(size(state), settings.buckets)[start:stop]
     if pad:
         rows = np.concatenate([rows, np.repeat(rows[-1:], pad, axis=0)], axis=0)
-    shared = _SHARED if settings.final_split else _SHARED | {"final"}  # (else a placeholder)
+    # without a short last chunk, ``final`` is one number, not per element: kept whole
+    shared = _SHARED if settings.final_split else _SHARED | {"final"}
     fields = {f: jax.tree.map(cut, getattr(state, f)) for f in state._fields if f not in shared}
     pilot = np.zeros((length,), state.knots.dtype)
     return state._replace(pilot=pilot, hist=rows.reshape(-1), **fields)
