@@ -156,10 +156,12 @@ def test_fast_by_decides_the_options_instead_of_the_arguments(monkeypatch):
     assert seen == [None, programs.FAST_COMPILE_OPTIONS, None]
 
 
-def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_with_xla_defaults(
+def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_by_its_traffic(
     monkeypatch,
 ):
-    """The init program runs once: quick options while the data and a draw are small."""
+    """The init program runs once: quick options while the data and a draw are small.
+    The chunk program of a short run takes the classic emitters; with the bound at
+    zero, XLA's defaults, compiled anew rather than found in the cache."""
     import sluice
     from sluice.runtime import session
 
@@ -168,12 +170,50 @@ def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_with_xla_def
 
     def recording(self, name, args):
         options = real(self, name, args)
-        decided.append((name, options.get("fast_if_small", False)))
+        decided.append((name, options.get("fast_if_small", False), options.get("options")))
         return options
 
     monkeypatch.setattr(session.Session, "_compile_options", recording)
     model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(3)})
     programs.clear()
-    sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
-    assert ("init", True) in decided
-    assert all(not fast for name, fast in decided if name != "init"), decided
+    first = sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
+    assert ("init", True, None) in decided
+    chunk = [options for name, fast, options in decided if name != "init"]
+    assert chunk and all(o == programs.CLASSIC_EMITTER_OPTIONS for o in chunk), decided
+
+    seen = _record_options(monkeypatch)
+    monkeypatch.setattr(programs, "CLASSIC_EMITTER_BYTES", 0)
+    decided.clear()
+    second = sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
+    chunk = [options for name, fast, options in decided if name != "init"]
+    assert chunk and all(o is None for o in chunk), decided
+    assert None in seen, "the chunk program compiled again with XLA's defaults"
+    assert second.draws["x"].shape == first.draws["x"].shape
+
+
+def test_loop_options_follow_the_traffic_on_cpu_only(monkeypatch):
+    bound = programs.CLASSIC_EMITTER_BYTES
+    assert programs.loop_options(bound) == programs.CLASSIC_EMITTER_OPTIONS
+    assert programs.loop_options(bound + 1) is None
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert programs.loop_options(0) is None
+
+
+def test_the_chunk_programs_options_do_not_depend_on_the_devices():
+    """The options change floating-point results: the same run on one device or
+    two must choose the same (and a longer run of a larger model, the defaults)."""
+    import sluice
+    from sluice.io.sinks import MemorySink
+    from sluice.runtime.config import RunConfig
+    from sluice.runtime.plan import Plan
+
+    model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(3)})
+    config = RunConfig(chains=4, warmup=50, draws=50)
+    options = [
+        Plan.build(config, model, sink=MemorySink(), devices=jax.devices()[:n]).compile_options
+        for n in (1, 2)
+    ]
+    assert options == [programs.CLASSIC_EMITTER_OPTIONS] * 2
+    big = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(1000)})
+    long = RunConfig(chains=4, warmup=1000, draws=100_000)
+    assert Plan.build(long, big, sink=MemorySink()).compile_options is None

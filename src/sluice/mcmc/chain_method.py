@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import jax
@@ -9,7 +10,7 @@ import jax.numpy as jnp
 
 from sluice.mcmc.kernel import Kernel
 
-__all__ = ["choose_chain_method"]
+__all__ = ["choose_chain_method", "gradient_bytes", "step_bytes"]
 
 # The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of
 # memory traffic that take as long, fitted on CPU (bench/nuts_chain_method.py).
@@ -17,6 +18,32 @@ __all__ = ["choose_chain_method"]
 # chains run than the average chain come from the kernel (Kernel.lockstep,
 # Kernel.bookkeeping_bytes_per_dim: NUTS about 25 float32 passes, 1.5).
 _OVERHEAD_BYTES = 64 * 1024
+_GRADIENT_BYTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def gradient_bytes(flat_model: Any, batch: int | None = None) -> float:
+    """Bytes one gradient (``batch=None``) or a ``vmap`` of ``batch`` gradients of the
+    model's log density access: XLA's cost analysis of the lowered, not compiled,
+    program (remembered per model)."""
+    cache = _GRADIENT_BYTES.setdefault(flat_model, {})
+    if batch not in cache:
+        consts = jax.tree.map(
+            lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
+        )
+        shape = (flat_model.dim,) if batch is None else (batch, flat_model.dim)
+        point = jax.ShapeDtypeStruct(shape, flat_model.dtype)
+        fn = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
+        if batch is not None:
+            fn = jax.vmap(fn, in_axes=(None, 0))
+        cache[batch] = float(jax.jit(fn).lower(consts, point).cost_analysis()["bytes accessed"])
+    return cache[batch]
+
+
+def step_bytes(flat_model: Any, kernel: Kernel) -> float:
+    """One step of one chain as bytes of memory traffic: the sequential cost of
+    :func:`choose_chain_method`, ``o + b_1 + k``."""
+    own = kernel.bookkeeping_bytes_per_dim * flat_model.dim
+    return _OVERHEAD_BYTES + gradient_bytes(flat_model) + own
 
 
 def choose_chain_method(
@@ -48,15 +75,9 @@ def choose_chain_method(
     if chains_per_device <= 1:
         return "sequential"
     num = chains_per_device
-    point = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
-    consts = jax.tree.map(
-        lambda c: jax.ShapeDtypeStruct(jnp.shape(c), jnp.result_type(c)), flat_model.consts
-    )
-    batch = jax.ShapeDtypeStruct((num, flat_model.dim), flat_model.dtype)
-    value_and_grad = jax.value_and_grad(flat_model.logdensity_fn, argnums=1)
-    one = jax.jit(value_and_grad).lower(consts, point).cost_analysis()
-    many = jax.jit(jax.vmap(value_and_grad, in_axes=(None, 0))).lower(consts, batch).cost_analysis()
     own = kernel.bookkeeping_bytes_per_dim * flat_model.dim
-    sequential = _OVERHEAD_BYTES + one["bytes accessed"] + own
-    vectorized = kernel.lockstep * (_OVERHEAD_BYTES + many["bytes accessed"] + num * own) / num
+    sequential = step_bytes(flat_model, kernel)
+    vectorized = (
+        kernel.lockstep * (_OVERHEAD_BYTES + gradient_bytes(flat_model, num) + num * own) / num
+    )
     return "vectorized" if vectorized < sequential else "sequential"

@@ -22,8 +22,9 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from sluice import stats as _stats
+from sluice._jax import compile as programs
 from sluice.io.sinks import Layout, MemorySink, ResumableSink
-from sluice.mcmc.chain_method import choose_chain_method
+from sluice.mcmc.chain_method import choose_chain_method, step_bytes
 from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
 from sluice.model import FlatModel, Model, as_model
 from sluice.runtime.config import RunConfig
@@ -50,6 +51,7 @@ class Plan:
     statistics: dict[str, Statistic]  # every statistic of the run, defaults included
     check_init: bool
     resumable: bool  # the sink checkpoints (describe() then identifies the model fully)
+    compile_options: dict[str, Any] | None = None  # XLA's, for the chunk program
 
     @classmethod
     def build(
@@ -152,6 +154,7 @@ class Plan:
             statistics,
             check_init,
             isinstance(sink, ResumableSink),
+            _chunk_compile_options(config, flat, topology),
         )
 
     @property
@@ -202,6 +205,20 @@ class Plan:
             ids = ids // (self.config.chains // self.config.superchains)
         points = self.model.initial_points(self.keys.points, ids)
         return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
+
+
+def _chunk_compile_options(
+    config: RunConfig, flat: FlatModel, topology: Topology
+) -> dict[str, Any] | None:
+    """The chunk program's XLA options (:func:`sluice._jax.compile.loop_options`),
+    from the run's expected memory traffic: every chain's iterations at one step's
+    cost each (:func:`sluice.mcmc.chain_method.step_bytes`; a proxy, since the
+    gradients per step are not known before the run). Chains, warmup and draws
+    fix the draws anyway; the devices do not enter, so every layout compiles alike."""
+    if topology.devices[0].platform != "cpu":
+        return None
+    iterations = config.chains * (config.warmup + config.draws)
+    return programs.loop_options(iterations * step_bytes(flat, config.kernel))
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:

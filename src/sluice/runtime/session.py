@@ -101,11 +101,12 @@ class Session:
     def _compiled(self, name: str, args: tuple) -> Any:
         """The chunk program ``name`` for ``args``, through the compile cache (timed)."""
         program = self.plan.program
-        executable = programs.ready(program.key(name), args)
+        key = self._program_key(name)
+        executable = programs.ready(key, args)
         if executable is None:
             t0 = time.perf_counter()
             executable = programs.compiled(
-                program.key(name), program.jitted(name), args, **self._compile_options(name, args)
+                key, program.jitted(name), args, **self._compile_options(name, args)
             )
             self.compiling += time.perf_counter() - t0
         return executable
@@ -119,9 +120,19 @@ class Session:
         that every layout of the same run compiles it alike and its draws stay
         bit-identical."""
         if name != "init":
-            return {}
+            return {"options": self.plan.compile_options}
         consts, _positions, _chain_ids, _keys, example = args  # _init_args
         return {"fast_if_small": True, "fast_by": (consts, example)}
+
+    def _program_key(self, name: str) -> Any:
+        """The cache key of the chunk program ``name``: with the XLA options of the
+        chunk program when they are not the defaults (a run of other length may
+        choose others for the same program, and must not find these)."""
+        key = self.plan.program.key(name)
+        options = self.plan.compile_options
+        if name == "init" or not options:
+            return key
+        return (*key, ("xla", tuple(sorted(options.items()))))
 
     def _stats_start(self) -> tuple[tuple, Any]:
         program = self.plan.program
@@ -204,11 +215,11 @@ class Session:
         # start and stop are Python ints, traced by value type only: any will do
         args = self._advance_args(carry, 0, p.config.warmup + p.config.draws)
         name = self._advance_name
-        program = p.program
+        key, fn, options = self._program_key(name), p.program.jitted(name), p.compile_options
 
         def work() -> None:
             try:
-                programs.compiled(program.key(name), program.jitted(name), args)
+                programs.compiled(key, fn, args, options=options)
             except Exception:  # the foreground call compiles again and raises it
                 pass
 
