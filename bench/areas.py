@@ -917,7 +917,7 @@ AREAS: tuple[Area, ...] = (
         jobs=(
             Job(
                 "chunk-trace",
-                ("bench/chunk_trace.py", "--models", "eight_schools,radon", "--reps", "3"),
+                ("bench/chunk_trace.py", "--models", "eight_schools,radon,demo", "--reps", "3"),
                 parse_rows,
                 ("bench/chunk_trace.py", "--reps", "1"),
                 json=True,
@@ -929,19 +929,25 @@ AREAS: tuple[Area, ...] = (
             ("model", "model", ""),
             ("chain_method", "chain method", ""),
             ("runs", "runs", "d"),
+            ("chose", "chose", ""),
             ("trace_s", "chunk trace s", ".2f"),
             ("compile_s", "chunk compile s", ".2f"),
+            ("sampling_s", "sampling s", ".2f"),
             ("wall_s", "wall s", ".2f"),
         ),
-        left=("chain_method",),
+        left=("chain_method", "chose"),
         reading=(
-            "`sluice.sample(sluice.from_pymc(model), chain_method=...)` on two PyMC models, 4 "
+            "`sluice.sample(sluice.from_pymc(model), chain_method=...)` on two PyMC models and "
+            "`sluice.sample` on the demo's 10-coefficient logistic regression, 4 "
             "chains x (1,000 warmup + 1,000 draws) on the machine's CPU devices, every program "
             "compiled in the foreground, fresh processes, the variants alternated, medians. "
             "*chunk trace* is JAX's longest trace of the run and *chunk compile* XLA's longest "
             "compile, both the chunk program's; *wall* is the `sample` call. A vectorized "
             "NUTS takes longer to trace: JAX batches each loop by re-tracing its body until "
-            "the batched parts of its carry settle."
+            "the batched parts of its carry settle. `auto` is the default; *chose* is the "
+            "chain method it chose and the XLA:CPU emitters of the chunk program: a run whose "
+            "expected gradient traffic is at most 8 GiB is compile-bound and takes sequential "
+            "chains and the classic emitters."
         ),
     ),
     Area(
@@ -1209,7 +1215,10 @@ AREAS: tuple[Area, ...] = (
             "same stored NUTS draws, over the elements (pooled over seeds): ESS relative, "
             "R-hat absolute, quantiles (3%, 50%, 97%) in units of ArviZ's MCSE of that "
             "quantile, HDI ends in units of the quantile MCSE at 3% and 97%, the mean in "
-            "units of the sd. The exact set covers the first 4,096 elements of a quantity."
+            "units of the sd. The exact set covers the first 4,096 elements of a quantity. "
+            "On the Gaussian, whose posterior is known, the rows *vs exact* compare each "
+            "estimator's quantiles and HDI ends (ArviZ's on the draws included) with the "
+            "exact ones, in the same units: their own Monte Carlo error."
         ),
     ),
     Area(

@@ -1,16 +1,20 @@
-"""Trace and compile time of the chunk program, vectorized and sequential chains.
+"""Trace and compile time of the chunk program: vectorized, sequential and auto chains.
 
 Each measurement is a fresh process that samples a PyMC model of
-``bench/pymc_models.py`` through ``sluice.sample(sluice.from_pymc(model))``
+``bench/pymc_models.py`` through ``sluice.sample(sluice.from_pymc(model))``, or
+(``demo``) the 10-coefficient logistic regression of ``sluice demo``
 (4 chains on JAX's CPU devices, 1,000 warmup + 1,000 draws), every program
-compiled in the foreground (``SLUICE_BACKGROUND_COMPILE=0``). *trace* is JAX's
+compiled in the foreground (``SLUICE_BACKGROUND_COMPILE=0``). ``auto`` is the
+default ``chain_method``; *chose* says what it chose and with which XLA:CPU
+emitters the chunk program compiled (``classic`` for a run small enough to be
+compile-bound, see ``sluice.runtime.plan._run_traffic``). *trace* is JAX's
 longest trace of the run, *compile* XLA's longest compile: both the chunk
 program's. The variants alternate; rows are medians.
 
 Commands::
 
     python bench/chunk_trace.py                    # eight schools, 3 runs a variant
-    python bench/chunk_trace.py --models eight_schools,radon --reps 5
+    python bench/chunk_trace.py --models eight_schools,radon,demo --reps 5
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import emit_result, machine_info, markdown_table, median, run_isolated
 
-METHODS = ("vectorized", "sequential")
+METHODS = ("vectorized", "sequential", "auto")
 
 
 def one(model_name: str, method: str) -> dict[str, Any]:
@@ -34,7 +38,8 @@ def one(model_name: str, method: str) -> dict[str, Any]:
     import jax
     import jax.monitoring
 
-    jax.config.update("jax_enable_x64", True)
+    if model_name != "demo":  # PyMC's graphs are float64
+        jax.config.update("jax_enable_x64", True)
     events: dict[str, list[float]] = {"trace": [], "compile": []}
 
     def listener(event: str, seconds: float, **_: Any) -> None:
@@ -44,17 +49,35 @@ def one(model_name: str, method: str) -> dict[str, Any]:
             events["compile"].append(seconds)
 
     jax.monitoring.register_event_duration_secs_listener(listener)
-    from pymc_models import build
-
     import sluice
+    from sluice._jax import compile as programs
 
-    model, _ = build(model_name)
+    if model_name == "demo":
+        from sluice.apps.datasets import logistic_regression_model
+
+        model = logistic_regression_model()
+    else:
+        from pymc_models import build
+
+        model = sluice.from_pymc(build(model_name)[0])
+    options = []
+    real = programs.fill
+
+    def fill(pending: Any, **how: Any) -> Any:
+        key = pending.entry[0]
+        if isinstance(key, tuple) and key[0] == "mcmc.chunk" and key[1].startswith("advance"):
+            options.append(how.get("options"))
+        return real(pending, **how)
+
+    programs.fill = fill
     t0 = time.perf_counter()
-    run = sluice.sample(sluice.from_pymc(model), draws=1000, warmup=1000, chains=4, seed=1,
-                        progress=False, chain_method=method)  # fmt: skip
+    run = sluice.sample(model, draws=1000, warmup=1000, chains=4, seed=1, progress=False,
+                        chain_method=method)  # fmt: skip
+    emitters = "classic" if options and options[0] == programs.CLASSIC_EMITTER_OPTIONS else "default"
     return {
         "model": model_name,
         "chain_method": method,
+        "chose": f"{run.info.chain_method}, {emitters}",
         "trace_s": max(events["trace"]),
         "compile_s": max(events["compile"]),
         "wall_s": time.perf_counter() - t0,
@@ -85,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         for method in METHODS:
             rs = [r for r in records if r["model"] == model and r["chain_method"] == method]
             rows.append({"model": model, "chain_method": method, "runs": len(rs),
+                         "chose": rs[0]["chose"],
                          **{k: median([r[k] for r in rs])
                             for k in ("trace_s", "compile_s", "sampling_s", "wall_s")}})  # fmt: skip
     if args.json:
@@ -93,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(markdown_table(rows, [
         ("model", "model", ""), ("chain_method", "chain method", ""), ("runs", "runs", "d"),
-        ("trace_s", "chunk trace s", ".2f"), ("compile_s", "chunk compile s", ".2f"),
+        ("chose", "chose", ""), ("trace_s", "chunk trace s", ".2f"), ("compile_s", "chunk compile s", ".2f"),
         ("sampling_s", "sampling s", ".2f"), ("wall_s", "wall s", ".2f"),
-    ], left=("chain_method",)))  # fmt: skip
+    ], left=("chain_method", "chose")))  # fmt: skip
     return 0
 
 

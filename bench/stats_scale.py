@@ -8,7 +8,10 @@ Gaussian with scales in [e^-1, e]), with the default statistics
 the same run, each against ArviZ on the same stored draws: relative error of
 ``ess_bulk`` / ``ess_tail`` (rms and max), absolute error of rank and split
 R-hat, quantiles (3%, 50%, 97%) and HDI ends in units of ArviZ's quantile MCSE
-at those levels, mean and sd relative to sd.
+at those levels, mean and sd relative to sd. On the Gaussian, whose posterior is
+known, the quantiles and HDI ends of all three (ArviZ on the draws included) are
+also compared with the exact ones: an estimator's own Monte Carlo error, against
+which the differences between estimators read.
 
 ``cost``: bytes of state per element and chain, compile times on the 10-dim
 demo model (without statistics, default, default with the 16-row windows a large
@@ -81,9 +84,27 @@ def errors(got: dict[str, np.ndarray], ref: dict[str, np.ndarray]) -> dict[str, 
     }
 
 
+def exact_errors(got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
+                 scales: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    """Quantiles and HDI ends against the exact posterior ``N(0, scales^2)``, in units
+    of ArviZ's quantile MCSE (``ref``): which estimator is closer to the truth."""
+    from statistics import NormalDist
+
+    n = got["quantiles"].shape[0]
+    scales, qmcse = scales[:n, None], ref["qmcse"][:n]
+    quantiles = scales * np.array([NormalDist().inv_cdf(p) for p in PROBS])
+    half = NormalDist().inv_cdf(0.97)  # a centred Gaussian's 94% HDI is its 3%-97% interval
+    hdi = scales * np.array([-half, half])
+    return {
+        "quantiles vs exact (/ MCSE)": ((got["quantiles"] - quantiles) / qmcse).ravel(),
+        "HDI ends vs exact (/ quantile MCSE)": ((got["hdi"] - hdi) / qmcse[:, [0, 2]]).ravel(),
+    }
+
+
 def accuracy(args: argparse.Namespace) -> None:
     rows, pooled = [], {}
     for seed in range(args.seeds):
+        scales = None
         if args.model == "logreg":
             model, name = datasets.logistic_regression_model(), "beta"
         else:
@@ -97,6 +118,11 @@ def accuracy(args: argparse.Namespace) -> None:
         )  # fmt: skip
         draws = np.asarray(run.draws[name])
         ref = reference(draws)
+        if scales is not None:  # ArviZ's own error against the exact posterior
+            label = "ArviZ on the stored draws"
+            for k, v in exact_errors(ref, ref, np.asarray(scales, np.float64)).items():
+                pooled.setdefault((label, k), []).append(v)
+            pooled.setdefault((label, "elements"), []).append(np.array([draws.shape[-1]]))
         for label, key in (("default (every element)", "summary"),
                            ("exact set (opt-in)", "exact")):  # fmt: skip
             out = jax.device_get(run.stats[key])
@@ -105,7 +131,12 @@ def accuracy(args: argparse.Namespace) -> None:
                    for k, v in out.items() if isinstance(v, dict)}  # fmt: skip
             covered = np.isfinite(got["ess_bulk"])
             got = {k: v[covered] for k, v in got.items()}
-            for k, v in errors(got, {k: v[covered] for k, v in ref.items()}).items():
+            covered_ref = {k: v[covered] for k, v in ref.items()}
+            measured = errors(got, covered_ref)
+            if scales is not None:
+                exact = np.asarray(scales, np.float64)[covered]
+                measured.update(exact_errors(got, covered_ref, exact))
+            for k, v in measured.items():
                 pooled.setdefault((label, k), []).append(v)
             pooled.setdefault((label, "elements"), []).append(np.array([covered.sum()]))
     for (label, metric), parts in pooled.items():

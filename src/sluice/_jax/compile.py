@@ -30,7 +30,8 @@ compile it 0.7-1.5 s faster on CPU, and run it as fast where the run's
 gradients touch little memory, slower (5-15%) where they touch much.
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
-``SLUICE_CLASSIC_EMITTER_BYTES`` the bound of :func:`loop_options` (``0``: never);
+``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
+``chain_method="auto"`` runs sequentially (``0``: never);
 ``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off (everything
 then compiles on first use, in the foreground), for runs whose summary is
 never read, such as a test suite's.
@@ -76,9 +77,10 @@ __all__ = [
 FAST_COMPILE_BYTES = int(os.environ.get("SLUICE_FAST_COMPILE_BYTES", 32 * 2**20))
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
-# A chunk program whose run is expected to move at most this many bytes through its
-# gradients compiles with XLA:CPU's classic emitters (see loop_options).
-CLASSIC_EMITTER_BYTES = int(os.environ.get("SLUICE_CLASSIC_EMITTER_BYTES", 8 * 2**30))
+# A run expected to move at most this many bytes through its gradients is compile-bound
+# on CPU: its chunk program compiles with XLA:CPU's classic emitters (see loop_options)
+# and chain_method="auto" runs its chains sequentially (sluice.runtime.plan).
+SMALL_RUN_BYTES = int(os.environ.get("SLUICE_SMALL_RUN_BYTES", 8 * 2**30))
 CLASSIC_EMITTER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 _MAX_ENTRIES = 64
@@ -132,7 +134,7 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     """XLA options for a program that loops over a run: XLA:CPU's classic emitters
     (:data:`CLASSIC_EMITTER_OPTIONS`) when the default backend is the CPU and the
     run's expected memory traffic, ``traffic`` bytes, is at most
-    :data:`CLASSIC_EMITTER_BYTES`; otherwise ``None`` (XLA's defaults).
+    :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
 
     The classic emitters compile a chunk program 0.7-1.5 s sooner (eight schools
     2.3 s to 1.4 s, a 10-dim logistic regression 3.6 s to 2.7 s) and, in runs that
@@ -143,7 +145,7 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     options change the program's floating-point results, so they must depend only on
     what fixes the draws (the model and the run's length), never on the devices.
     """
-    if jax.default_backend() != "cpu" or traffic > CLASSIC_EMITTER_BYTES:
+    if jax.default_backend() != "cpu" or traffic > SMALL_RUN_BYTES:
         return None
     return dict(CLASSIC_EMITTER_OPTIONS)
 
