@@ -115,6 +115,16 @@ class Model:
             return _check_init(self.init(jax.random.PRNGKey(0)))
         return _check_init(self.init)
 
+    def example_structure(self) -> PyTree:
+        """A point with the structure, shapes and dtypes of :meth:`example_point`,
+        without calling a function ``init`` (its values are zeros then): enough to
+        trace the model. A function ``init`` may be a compiled program (the PyMC
+        adapter's jittered start), whose compile need not wait here."""
+        if not callable(self.init):
+            return self.example_point()
+        shapes = jax.eval_shape(self.init, jax.random.PRNGKey(0))
+        return _check_init(jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), shapes))
+
     def initial_points(self, rng_key: jax.Array, chain_ids: np.ndarray) -> PyTree:
         """Starting points, one per chain, stacked along a leading chain axis."""
         if callable(self.init):
@@ -201,11 +211,11 @@ class FlatModel:
     log_likelihood_fn: Callable[[Any, jax.Array], dict[str, jax.Array]] | None
     consts: tuple[Any, ...]
     fingerprint: str
-    _example_flat: Any = None  # the flat example point (probe_values' first point)
+    _example_flat: Callable[[], Any] | None = None  # the flat example point, when asked
 
     @classmethod
     def from_model(cls, model: Model) -> FlatModel:
-        point = model.example_point()
+        point = model.example_structure()
         flat, unravel = ravel_pytree(point)
         calling = resolve_calling(model.log_density, point, model.calling)
         default_name = calling.name or "x"
@@ -246,7 +256,7 @@ class FlatModel:
             log_likelihood_fn=(lambda c, x: ll(c[2], x)) if ll is not None else None,
             consts=(ld_c, dr_c, ll_c),
             fingerprint=fingerprint,
-            _example_flat=np.asarray(flat),
+            _example_flat=lambda: np.asarray(ravel_pytree(model.example_point())[0]),
         )
 
     def probe_values(self) -> list[float]:
@@ -263,7 +273,7 @@ class FlatModel:
         offsets = rng.standard_normal((2, self.dim)).astype(self.dtype)
         base = np.zeros(self.dim, self.dtype)
         if self._example_flat is not None:
-            base = np.asarray(self._example_flat, self.dtype)
+            base = np.asarray(self._example_flat(), self.dtype)
         points = np.stack([base, base + 0.5 * offsets[0], base - 0.3 * offsets[1]])
 
         def values(consts: Any, xs: jax.Array) -> jax.Array:

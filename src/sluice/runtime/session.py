@@ -195,9 +195,10 @@ class Session:
 
     def _compile_chunk_beside(self, init_args: tuple) -> threading.Thread | None:
         """Start compiling the chunk program in a thread, from the shapes of the carry
-        that ``init`` will return, while this thread compiles and runs ``init``.
+        that ``init`` will return, while this thread computes the starting points and
+        compiles and runs ``init``.
 
-        Small models wait mostly for these two compiles (on the 10-dim logistic
+        Small models wait mostly for these compiles (on the 10-dim logistic
         regression the chunk program takes ~1.3 s to compile after ~0.3 s of
         tracing, init ~0.4 s); XLA releases the GIL while compiling. On several
         devices the carry's shapes carry ``init``'s output sharding (every leaf split
@@ -241,9 +242,13 @@ class Session:
     def start(self) -> None:
         """Start every chain of this process from its initial point."""
         t0, c0 = time.perf_counter(), self.compiling
-        positions = self.topology.put_local(self.plan.local_positions())
+        p, t = self.plan, self.topology
+        # the chunk program compiles from shapes: it starts before the chains' starting
+        # points are computed (a function init may be a program to compile itself)
+        spec = jax.ShapeDtypeStruct((t.slots_per_process, p.flat.dim), p.flat.dtype)
+        beside = self._compile_chunk_beside(self._init_args(spec))
+        positions = t.put_local(p.local_positions())
         args = self._init_args(positions)
-        beside = self._compile_chunk_beside(args)
         self.carry, grads = self._compiled("init", args)(*args)
         real = self.topology.local_chains
         if self.plan.check_init:  # from the init program's values: no program of its own
