@@ -865,6 +865,14 @@ AREAS: tuple[Area, ...] = (
                  "sluice-sequential"),
                 json=True,
             ),
+            Job(  # the two compile-bound models, five fresh processes a sampler
+                "pymc-models-small",
+                ("bench/pymc_models.py", "--models", "eight_schools,radon",
+                 "--samplers", "sluice,numpyro,nutpie", "--reps", "5"),
+                parse_rows,
+                ("bench/pymc_models.py", "--models", "eight_schools", "--samplers", "sluice"),
+                json=True,
+            ),
             Job(  # the GP alone, without PyMC's NumPyro path (two minutes a run)
                 "pymc-models-gp",
                 ("bench/pymc_models.py", "--models", "gp", "--samplers",
@@ -893,7 +901,7 @@ AREAS: tuple[Area, ...] = (
             "Five PyMC models (logistic regression 2,000 x 200, radon-like varying intercepts, "
             "stochastic volatility over 500 days, non-centred eight schools, a marginal "
             "Gaussian process of 100 points), 4 chains x (1,000 tuning + 1,000 draws), each "
-            "library's defaults, each row the median of two fresh processes: `sluice` is `sluice.pymc.sample` "
+            "library's defaults, each row the median of two fresh processes (five for the eight schools and radon rows of `sluice`, `numpyro` and `nutpie`): `sluice` is `sluice.pymc.sample` "
             "as a user gets it (one JAX CPU device per core), `sluice-one-device` the same on "
             "JAX's single CPU device (`SLUICE_CPU_DEVICES=1`), `numpyro` is "
             "`pm.sample(nuts_sampler='numpyro')`, `sluice-low-rank` is `sluice` with "
@@ -944,7 +952,9 @@ AREAS: tuple[Area, ...] = (
             "*chunk trace* is JAX's longest trace of the run and *chunk compile* XLA's longest "
             "compile, both the chunk program's; *wall* is the `sample` call. A vectorized "
             "NUTS takes longer to trace: JAX batches each loop by re-tracing its body until "
-            "the batched parts of its carry settle. `auto` is the default; *chose* is the "
+            "the batched parts of its carry settle. `sequential/default-emitters` compiles the "
+            "sequential program with XLA's default emitters (`SLUICE_SMALL_RUN_BYTES=0`). "
+            "`auto` is the default; *chose* is the "
             "chain method it chose and the XLA:CPU emitters of the chunk program: a run whose "
             "expected gradient traffic is at most 8 GiB is compile-bound and takes sequential "
             "chains and the classic emitters."

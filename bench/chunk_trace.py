@@ -5,7 +5,8 @@ Each measurement is a fresh process that samples a PyMC model of
 (``demo``) the 10-coefficient logistic regression of ``sluice demo``
 (4 chains on JAX's CPU devices, 1,000 warmup + 1,000 draws), every program
 compiled in the foreground (``SLUICE_BACKGROUND_COMPILE=0``). ``auto`` is the
-default ``chain_method``; *chose* says what it chose and with which XLA:CPU
+default ``chain_method``; ``sequential/default-emitters`` is ``sequential`` with
+XLA's default emitters (``SLUICE_SMALL_RUN_BYTES=0``); *chose* says what it chose and with which XLA:CPU
 emitters the chunk program compiled (``classic`` for a run small enough to be
 compile-bound, see ``sluice.runtime.plan._run_traffic``). *trace* is JAX's
 longest trace of the run, *compile* XLA's longest compile: both the chunk
@@ -30,11 +31,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import emit_result, machine_info, markdown_table, median, run_isolated
 
-METHODS = ("vectorized", "sequential", "auto")
+# "sequential/default-emitters": sequential chains with XLA's default emitters, which a
+# run this short would not take (SLUICE_SMALL_RUN_BYTES=0): the classic emitters' gain
+METHODS = ("vectorized", "sequential", "sequential/default-emitters", "auto")
 
 
-def one(model_name: str, method: str) -> dict[str, Any]:
+def one(model_name: str, variant: str) -> dict[str, Any]:
     os.environ["SLUICE_BACKGROUND_COMPILE"] = "0"
+    method, _, emitters = variant.partition("/")
+    if emitters == "default-emitters":  # read when sluice is imported
+        os.environ["SLUICE_SMALL_RUN_BYTES"] = "0"
     import jax
     import jax.monitoring
 
@@ -76,7 +82,7 @@ def one(model_name: str, method: str) -> dict[str, Any]:
     emitters = "classic" if options and options[0] == programs.CLASSIC_EMITTER_OPTIONS else "default"
     return {
         "model": model_name,
-        "chain_method": method,
+        "chain_method": variant,
         "chose": f"{run.info.chain_method}, {emitters}",
         "trace_s": max(events["trace"]),
         "compile_s": max(events["compile"]),

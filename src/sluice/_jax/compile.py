@@ -26,8 +26,8 @@ cost grows with the state, the compile cost does not: above
 
 A run's chunk program, which runs for the whole run, keeps XLA's optimisation
 level but may take the older loop emitters alone (:func:`loop_options`): they
-compile it 0.7-1.5 s faster on CPU, and run it as fast where the run's
-gradients touch little memory, slower (5-15%) where they touch much.
+compile it sooner on CPU, and run it as fast where the run's gradients touch
+little memory.
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
 ``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
@@ -136,14 +136,12 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     run's expected memory traffic, ``traffic`` bytes, is at most
     :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
 
-    The classic emitters compile a chunk program 0.7-1.5 s sooner (eight schools
-    2.3 s to 1.4 s, a 10-dim logistic regression 3.6 s to 2.7 s) and, in runs that
-    move a few GB, run it as fast (a 10,000-dim Gaussian, 4 x 900 iterations: sampling
-    1.5 s either way). In runs that move tens of GB their code is slower: sampling 5-12%
-    longer on a 100,000-dim Gaussian, 6% on a 2,000 x 200 logistic regression, 10% on a
-    100-point Gaussian process, where a second of compile is the smaller cost. The
-    options change the program's floating-point results, so they must depend only on
-    what fixes the draws (the model and the run's length), never on the devices.
+    The classic emitters compile a small model's chunk program sooner and run it as
+    fast (``python -m bench chunk-trace``: ``sequential`` against
+    ``sequential/default-emitters``). Their code can be slower where a run moves
+    tens of GB, and a second of compile is then the smaller cost. The options
+    change the program's floating-point results, so they must depend only on what
+    fixes the draws (the model and the run's length), never on the devices.
     """
     if jax.default_backend() != "cpu" or traffic > SMALL_RUN_BYTES:
         return None

@@ -220,11 +220,11 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
     its chunk program compiles with the classic emitters
     (:func:`sluice._jax.compile.loop_options`) and ``chain_method="auto"`` runs the
     chains sequentially, whose program traces and compiles sooner. Measured on this
-    project's 2-core CPU, 4 chains on 2 devices, fresh processes
-    (``python -m bench chunk-trace``, ``python -m bench pymc-models``): the 10-dim
+    project's 2-core CPU, 4 chains on 2 devices, fresh processes, every program
+    compiled in the foreground (``python -m bench chunk-trace``): the 10-dim
     logistic regression of ``sluice demo`` (1,000 + 1,000 iterations) takes 3.0 s
-    sequentially against 4.3-5.2 s vectorized, sampling included; eight schools'
-    chunk program traces in 0.23 s against 0.90 s. The estimate depends on the
+    sequentially against 4.4 s vectorized, sampling included; eight schools'
+    chunk program traces in 0.42 s against 1.45 s. The estimate depends on the
     model and the run's length, not on the devices, so every layout of a run
     decides alike (the emitters change floating-point results)."""
     if topology.devices[0].platform != "cpu":

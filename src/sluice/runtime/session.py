@@ -247,7 +247,10 @@ class Session:
         # points are computed (a function init may be a program to compile itself)
         spec = jax.ShapeDtypeStruct((t.slots_per_process, p.flat.dim), p.flat.dtype)
         beside = self._compile_chunk_beside(self._init_args(spec))
+        t1 = time.perf_counter()
         positions = t.put_local(p.local_positions())
+        if callable(p.model.init):  # mostly a compile (the PyMC adapter's jittered start)
+            self.compiling += time.perf_counter() - t1
         args = self._init_args(positions)
         self.carry, grads = self._compiled("init", args)(*args)
         real = self.topology.local_chains
