@@ -158,7 +158,7 @@ class Plan:
             statistics,
             check_init,
             isinstance(sink, ResumableSink),
-            _chunk_compile_options(traffic, flat, statistics),
+            _chunk_compile_options(traffic, layout, statistics),
         )
 
     @property
@@ -240,15 +240,15 @@ CLASSIC_STATISTICS_ELEMENTS = 100
 
 
 def _chunk_compile_options(
-    traffic: float | None, flat: FlatModel, statistics: dict[str, Statistic]
+    traffic: float | None, layout: Layout, statistics: dict[str, Statistic]
 ) -> dict[str, Any] | None:
     """The chunk program's XLA options: :func:`sluice._jax.compile.loop_options` for
     the run's traffic, unless streaming statistics cover more than
-    :data:`CLASSIC_STATISTICS_ELEMENTS` elements of a draw."""
+    :data:`CLASSIC_STATISTICS_ELEMENTS` elements of a draw (the layout's posterior)."""
     if traffic is None:
         return None
     if statistics:
-        elements = sum(math.prod(s.shape) for s in jax.tree.leaves(flat.draw_shapes()))
+        elements = sum(math.prod(shape) for shape, _ in layout.groups["posterior"].values())
         if elements > CLASSIC_STATISTICS_ELEMENTS:
             return None
     return programs.loop_options(traffic)
