@@ -13,7 +13,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sluice._jax.compile import FAST_COMPILE_OPTIONS
+
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
+
+
+def jit(fn=None, **options):
+    """``jax.jit`` with sluice's fast-compile options (the statistics' programs in these
+    tests run over small arrays: compiling them is most of the tests' time; the options
+    change code generation, not what a program computes)."""
+    if fn is None:
+        return functools.partial(jit, **options)
+    return jax.jit(fn, compiler_options=FAST_COMPILE_OPTIONS, **options)
 
 
 def ar1(seed: int, chains: int, draws: int, rho: float, dim: int = 1) -> np.ndarray:
@@ -34,7 +45,7 @@ def scan_runner(init, update):
     ``draws`` is a pytree with leading axes ``(chain, draw)``.
     """
 
-    @jax.jit
+    @jit
     def run(example, draws):
         def one(chain):
             return jax.lax.scan(lambda s, d: (update(s, d), None), init(example), chain)[0]
@@ -48,7 +59,7 @@ def scan_runner(init, update):
 def sequential_runner(init, update):
     """Like :func:`scan_runner` with ``lax.map`` over chains (the CPU engine default)."""
 
-    @jax.jit
+    @jit
     def run(example, draws):
         def one(chain):
             return jax.lax.scan(lambda s, d: (update(s, d), None), init(example), chain)[0]
@@ -78,7 +89,7 @@ def chunk_runner(update, chunk: int):
     """
     counted = TraceCounter(update)
 
-    @jax.jit
+    @jit
     def advance(state, draws, n_valid):
         def body(s, item):
             i, d = item

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from arviz.stats.diagnostics import _split_chains
+from tests.stats.helpers import jit
 
 from sluice.stats.fused import Geometry, Part, fuse, half_counts, heavy_elements, split_position
 
@@ -50,7 +51,7 @@ def test_no_split_is_a_single_half():
 
 
 def test_split_position_traces_under_jit():
-    seg, pos, inside = jax.jit(jax.vmap(lambda i: split_position(i, 7)))(jnp.arange(7))
+    seg, pos, inside = jit(jax.vmap(lambda i: split_position(i, 7)))(jnp.arange(7))
     np.testing.assert_array_equal(seg, [0, 0, 0, 0, 1, 1, 1])  # draw 3: the middle
     np.testing.assert_array_equal(pos, [0, 1, 2, 3, 0, 1, 2])
     np.testing.assert_array_equal(inside, [True, True, True, False, True, True, True])
@@ -176,10 +177,10 @@ def _fused():
         return jax.lax.scan(body, init(example), draws)[0]
 
     return (
-        jax.jit(chain),
-        jax.jit(jax.vmap(chain, in_axes=(None, 0))),
-        jax.jit(merge),
-        jax.jit(finalize),
+        jit(chain),
+        jit(jax.vmap(chain, in_axes=(None, 0))),
+        jit(merge),
+        jit(finalize),
     )
 
 

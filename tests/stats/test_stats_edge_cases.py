@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.stats.helpers import ar1, merge_tree, scan_runner, take_chain
+from tests.stats.helpers import ar1, jit, merge_tree, scan_runner, take_chain
 
 from sluice import stats
 
@@ -26,11 +26,11 @@ def _run(statistic, x: np.ndarray, example=None):
 
 
 def _merged(statistic, states, chains):
-    merge = jax.jit(statistic.merge)
+    merge = jit(statistic.merge)
     out = merge_tree(
         merge, [take_chain(states, c) for c in range(chains)], np.random.default_rng(0)
     )
-    return jax.device_get(jax.jit(statistic.finalize)(out))
+    return jax.device_get(jit(statistic.finalize)(out))
 
 
 def _az(fn, x, **kw):
@@ -100,7 +100,7 @@ def test_nan_draw_gives_nan_like_arviz():
 def test_one_chain_has_nan_rhat_and_arviz_ess(odd):
     x, _ = odd
     state = take_chain(_run(DIAG, x), 0)
-    out = jax.device_get(jax.jit(DIAG.finalize)(state))
+    out = jax.device_get(jit(DIAG.finalize)(state))
     x0 = x[:1].astype(np.float64)
     for d in range(2):
         assert np.isnan(out["r_hat"]["x"][d]) and np.isnan(_az(az.rhat, x0[..., d]))
@@ -136,7 +136,7 @@ def test_states_with_different_pilots_cannot_be_merged():
     x = ar1(10, 2, N_ODD, 0.3, dim=2).astype(np.float32)
     a = take_chain(_run(DIAG, x[:1], example=x[0, 0]), 0)
     b = take_chain(_run(DIAG, x[1:], example=x[1, 0]), 0)
-    out = jax.device_get(jax.jit(DIAG.finalize)(jax.jit(DIAG.merge)(a, b)))
+    out = jax.device_get(jit(DIAG.finalize)(jit(DIAG.merge)(a, b)))
     assert np.all(np.isnan(out["mean"]["x"])) and np.all(np.isnan(out["r_hat"]["x"]))
     for s, ref in (
         (stats.mean(), x.astype(np.float64).mean(axis=(0, 1))),
@@ -208,7 +208,7 @@ def test_unfinished_block_of_the_first_half_stays_out_of_the_second():
     s = stats.diagnostics(20, probs=(), hdi_prob=None, max_lag=2, block_sizes=(8,), block_lags=1)
     x = jnp.arange(1.0, 21.0) ** 2  # distinct values, one element
     state = s.init({"x": jnp.zeros(1)})
-    state = jax.jit(
+    state = jit(
         lambda st: jax.lax.scan(lambda c, v: (s.update(c, {"x": v[None]}), None), st, x)[0]
     )(state)
     level = state.parts[2].levels[0]

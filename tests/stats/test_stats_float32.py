@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from tests.stats.helpers import jit
 
 from sluice import stats
 
@@ -58,7 +59,7 @@ def _stream():
     s_var, s_mean, s_w = stats.variance(), stats.mean(), welford()
     group = stats.group({"var": s_var, "mean": s_mean, "welford": s_w})
 
-    @jax.jit
+    @jit
     def advance(state, xs):
         return jax.lax.scan(lambda st, x: (group.update(st, {"x": x}), None), state, xs)[0]
 

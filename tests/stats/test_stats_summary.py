@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from tests.stats.helpers import ar1, merge_tree, scan_runner, take_chain
+from tests.stats.helpers import ar1, jit, merge_tree, scan_runner, take_chain
 
 from sluice import stats
 
@@ -28,11 +28,11 @@ def tables():
     s = stats.summary_statistics(DRAWS)
     example = {k: jnp.asarray(v[0, -1]) for k, v in draws.items()}
     states = scan_runner(s.init, s.update)(example, jax.tree.map(jnp.asarray, draws))
-    merge = jax.jit(s.merge)
+    merge = jit(s.merge)
     merged = merge_tree(
         merge, [take_chain(states, c) for c in range(CHAINS)], np.random.default_rng(1)
     )
-    result = jax.device_get(jax.jit(s.finalize)(merged))
+    result = jax.device_get(jit(s.finalize)(merged))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         data = az.from_dict({k: v.astype(np.float64) for k, v in draws.items()})

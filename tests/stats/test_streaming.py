@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tests.stats.helpers import ar1, assert_trees_close, merge_tree
+from tests.stats.helpers import ar1, assert_trees_close, jit, merge_tree
 
 from sluice.stats import streaming
 
@@ -63,7 +63,7 @@ def _statistic(draws: int = DRAWS, chunk: int = CHUNK):
 @functools.cache
 def _programs(draws: int = DRAWS, chunk: int = CHUNK):
     s = _statistic(draws, chunk)
-    return (jax.jit(s.init), jax.jit(s.update_block), jax.jit(s.merge), jax.jit(s.finalize))
+    return (jit(s.init), jit(s.update_block), jit(s.merge), jit(s.finalize))
 
 
 def _states(draws_np: np.ndarray, pilot: np.ndarray, draws: int, chunk: int, upto: int):
@@ -277,8 +277,8 @@ def test_per_draw_equals_per_chunk_and_merge_laws():
     sel = slice(PER, PER + 6)
     xs, ps = x[:, :300, sel], pilot[:, sel]
     s = streaming.summary(300, chunk_size=100)
-    update = jax.jit(s.update)
-    init = jax.jit(s.init)
+    update = jit(s.update)
+    init = jit(s.init)
     per_draw = []
     for c in range(CHAINS):
         state = init({"x": jnp.asarray(ps)})
@@ -286,8 +286,8 @@ def test_per_draw_equals_per_chunk_and_merge_laws():
             state = update(state, {"x": jnp.asarray(xs[c, t])})
         per_draw.append(state)
     per_chunk = _states(xs, ps, 300, 100, 300)  # (another statistic: same settings)
-    fin = jax.jit(s.finalize)
-    merge = jax.jit(s.merge)
+    fin = jit(s.finalize)
+    merge = jit(s.merge)
     for a, b in zip(per_draw, per_chunk, strict=True):
         assert_trees_close(fin(a), fin(b), rtol=2e-5, atol=1e-6)
     rng = np.random.default_rng(0)
@@ -310,7 +310,7 @@ def test_windows_of_any_size_give_the_same_state(monkeypatch):
     outs = []
     for small in (10**6, 0):  # every model small, then none
         monkeypatch.setattr(streaming, "SMALL", small)
-        update = jax.jit(lambda st, d, n: s.update_block(st, d, n))  # (a fresh trace)
+        update = jit(lambda st, d, n: s.update_block(st, d, n))  # (a fresh trace)
         states = []
         for c in range(CHAINS):
             state = init({"x": jnp.asarray(pilot)})

@@ -61,6 +61,7 @@ __all__ = [
     "clear_caches",
     "compile_options",
     "compiled",
+    "eager",
     "fill",
     "in_background",
     "loop_options",
@@ -271,6 +272,19 @@ def call(key: Hashable, fn: Callable, *args: Any) -> Any:
     """``jit(fn)(*args)`` through the cache, compiled with ``fast_if_small``."""
     specs = jax.tree.map(_spec, tuple(args))  # lowered from shapes: no device placement
     return compiled(key, fn, specs, fast_if_small=True)(*args)
+
+
+def eager(key: Hashable, fn: Callable, *args: Any) -> Any:
+    """``fn(*args)``: traced inline under an outer transformation (its arguments hold a
+    tracer), else :func:`call`: compiled once per ``key`` and shapes, with the fast
+    options when small. For a statistic's ``merge`` and ``finalize``, which users
+    call on concrete states: run op by op, the default statistics' finalize
+    dispatches some 2,000 operations; compiled with XLA's default options, the
+    exact set's merge and finalize take ~7 and ~9 s to compile on this CPU, ~5 and
+    ~4.5 s with the fast ones."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args)):
+        return fn(*args)
+    return call(key, fn, *args)
 
 
 def background_enabled() -> bool:

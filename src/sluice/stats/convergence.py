@@ -52,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sluice._jax import compile as programs
 from sluice.stats._layout import unflatten
 from sluice.stats.autocorrelation import LagSettings
 from sluice.stats.base import Statistic
@@ -272,16 +273,14 @@ def _update(settings: DiagnosticsSettings, state: FusedState, draw: PyTree) -> F
     return _fused(settings)[1](state, draw)
 
 
-# Jitted with the settings static: called eagerly they compile once per settings (JAX's
-# own cache); under an outer jit (the engine's programs) they are inlined.
-@functools.partial(jax.jit, static_argnames="settings")
+# Called on concrete states they compile once per settings and shapes (sluice's program
+# cache, fast options when small); under an outer jit (the engine's programs) inlined.
 def _merge(a: FusedState, b: FusedState, *, settings: DiagnosticsSettings) -> FusedState:
-    return _fused(settings)[2](a, b)
+    return programs.eager(("diagnostics.merge", settings), _fused(settings)[2], a, b)
 
 
-@functools.partial(jax.jit, static_argnames="settings")
 def _finalize_flat(state: FusedState, *, settings: DiagnosticsSettings) -> dict[str, jax.Array]:
-    return _fused(settings)[3](state)
+    return programs.eager(("diagnostics.finalize", settings), _fused(settings)[3], state)
 
 
 def _statistic(

@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from sluice._jax import compile as programs
 from sluice.stats._layout import flatten, num_elements, own_copy, working_dtype
 from sluice.stats._numerics import Compensated, compensated_add, compensated_zeros, row_add
 from sluice.stats.base import Blocks, Statistic
@@ -579,14 +580,20 @@ def summary(
         _check_count("buckets", buckets, 8), _check_count("pilot", pilot, 1),
         ((1 - p) / 2, 0.5, (1 + p) / 2), p,
     )  # fmt: skip
+    # called on concrete states, merge, finalize and update_block compile once (sluice's
+    # program cache); traced (the engine's programs), they are inlined
+    key = ("streaming-summary", settings)
+    merge = functools.partial(streaming_readout.merge, settings=settings)
+    finalize = functools.partial(streaming_readout.finalize, settings=settings)
+    block = functools.partial(update_block, settings)
     return Statistic(
         functools.partial(init, settings),
         functools.partial(update, settings),
-        functools.partial(streaming_readout.merge, settings=settings),
-        functools.partial(streaming_readout.finalize, settings=settings),
-        ("streaming-summary", settings),
+        functools.partial(programs.eager, (*key, "merge"), merge),
+        functools.partial(programs.eager, (*key, "finalize"), finalize),
+        key,
         settings.pilot,
-        functools.partial(update_block, settings),
+        functools.partial(programs.eager, (*key, "update_block"), block),
         Blocks(
             streaming_readout.size,
             functools.partial(streaming_readout.take, settings=settings),
