@@ -52,6 +52,25 @@ def test_call_compiles_once_per_key_and_shapes(monkeypatch):
     assert len(calls) == 2, "a new shape compiles once more"
 
 
+def test_a_statistics_merge_and_finalize_on_concrete_states_compile_once(monkeypatch):
+    """Called on arrays, the default statistics' merge and finalize compile once each
+    (the program cache, fast options: small) and give what one jitted program gives
+    (to rounding); traced under an outer ``jit`` they are inlined (no cache entry)."""
+    programs.clear()
+    s = stats.streaming.summary(40)
+    draws = jax.random.normal(jax.random.key(3), (2, 40, 3))
+    states = [s.update_block(s.init(draws[:, :8].reshape(-1, 3)), c, 40) for c in draws]
+    reference = jax.jit(lambda a, b: s.finalize(s.merge(a, b)))(*states)
+    assert not any("merge" in str(k) for k in programs.cached()), "inlined under jit"
+    options = _record_options(monkeypatch)
+    out = s.finalize(s.merge(*states))
+    again = s.finalize(s.merge(*states))
+    assert len(options) == 2 and all(o == programs.FAST_COMPILE_OPTIONS for o in options)
+    for key in ("mean", "sd", "ess_bulk", "r_hat"):
+        np.testing.assert_allclose(out[key], reference[key], rtol=1e-4)
+        np.testing.assert_array_equal(out[key], again[key])
+
+
 def test_equal_settings_share_a_program_without_memoised_factories(monkeypatch):
     """Two statistics built alike have equal keys: the second compiles nothing."""
     calls = _count_compiles(monkeypatch)
