@@ -18,9 +18,11 @@ os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 os.environ.setdefault("SLUICE_BACKGROUND_COMPILE", "0")
 # Every program of the suite compiles without XLA's newer CPU fusion emitters. They
 # change code generation, not what a program computes, and the suite is mostly compile
-# time: on this 2-core machine the whole suite took 615 s instead of 1,159 s (user CPU
-# 18 min instead of 35). Child processes inherit the flag. Users' runs keep XLA's
-# defaults, whose programs compile slower and sample some models faster.
+# time (the classic emitters compile a small model's programs sooner: `python -m bench
+# chunk-trace`). Child processes inherit the flag. Users' runs keep XLA's defaults for
+# large programs, whose code compiles slower and samples some models faster. The
+# backend's optimisation level stays: two of the bit-identity tests (draws on four
+# devices against one, streamed statistics against stored draws) fail at level 0.
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     _flags = os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = f"{_flags} --xla_cpu_use_fusion_emitters=false".strip()
