@@ -141,3 +141,26 @@ def test_default_statistics_auto_follow_the_sink():
     assert list(kept.summary().index) == ["b[Oslo]", "b[Lima]", "s"]
     streamed = sluice.sample(MODEL, sink=None, **SETTINGS)
     assert set(streamed.stats) == {"summary"}
+
+
+def test_draws_do_not_depend_on_the_statistics_and_these_update_in_a_program_apart():
+    """Past plan.CLASSIC_STATISTICS_ELEMENTS elements the statistics' update compiles
+    with other XLA options than the sampler: in a program of its own, so the sampler's
+    program, and the draws, are the same whether or not statistics are computed."""
+    from sluice._jax import compile as programs
+    from sluice.runtime import plan
+
+    d = plan.CLASSIC_STATISTICS_ELEMENTS + 20
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(d), name="separate-stats")
+    settings = dict(chains=2, warmup=40, draws=50, chunk_size=20, seed=3, progress=False)
+    plain = sluice.sample(model, default_stats=False, **settings)
+    programs.clear()
+    with_stats = sluice.sample(model, default_stats=True, **settings)
+    np.testing.assert_array_equal(with_stats.draws["x"], plain.draws["x"])
+    names = [key[1] for key in programs.cached() if key[0] == "mcmc.chunk"]
+    assert sorted(names) == ["advance_donated", "init", "update_statistics_donated"]
+    x = plain.draws["x"].astype(np.float64)
+    np.testing.assert_allclose(with_stats.stats["summary"]["mean"]["x"], x.mean((0, 1)), atol=1e-5)
+    np.testing.assert_allclose(
+        with_stats.stats["summary"]["sd"]["x"], x.reshape(-1, d).std(0, ddof=1), rtol=1e-4
+    )

@@ -424,3 +424,25 @@ def test_a_fresh_state_owns_its_buffers():
     leaves = jax.tree.leaves(s.init(pilot)) + jax.tree.leaves(pilot)
     pointers = [leaf.unsafe_buffer_pointer() for leaf in leaves]
     assert len(set(pointers)) == len(pointers)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reference_quantiles_are_numpys(dtype):
+    """The pilot's reference quantiles (an integer-keyed sort) equal NumPy's linear
+    quantiles, signed zeros, ties and a constant element included."""
+    rng = np.random.default_rng(5)
+    rows = rng.standard_t(3, size=(301, 6)).astype(dtype)
+    rows[:150, 2], rows[150:, 2] = -0.0, 0.0
+    rows[:, 3] = 1.5
+    rows[1::2, 4] = -rows[::2, 4][:150]  # symmetric pairs of values
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", dtype == np.float64)
+    try:
+        x = jnp.asarray(rows)
+        assert x.dtype == dtype
+        np.testing.assert_array_equal(streaming.sort_rows(x), np.sort(rows, axis=0))
+        np.testing.assert_allclose(
+            streaming.reference(x), np.quantile(rows, streaming.LEVELS, axis=0), rtol=1e-6
+        )
+    finally:
+        jax.config.update("jax_enable_x64", before)

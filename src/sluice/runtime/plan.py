@@ -52,6 +52,7 @@ class Plan:
     check_init: bool
     resumable: bool  # the sink checkpoints (describe() then identifies the model fully)
     compile_options: dict[str, Any] | None = None  # XLA's, for the chunk program
+    statistics_options: dict[str, Any] | None = None  # XLA's, for update_statistics
 
     @classmethod
     def build(
@@ -158,7 +159,7 @@ class Plan:
             statistics,
             check_init,
             isinstance(sink, ResumableSink),
-            _chunk_compile_options(traffic, layout, statistics),
+            *_compile_options(traffic, layout, statistics, program.separate_statistics),
         )
 
     @property
@@ -232,26 +233,33 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
     return config.chains * (config.warmup + config.draws) * step_bytes(flat, config.kernel)
 
 
-# Streaming statistics over more elements than this keep XLA's default emitters: the
-# classic ones run the default statistics' update 1.9x slower at 1,000 elements (44 against
-# 23 ns per element and draw) and faster at 100 (69 against 92 ns, 4-row windows;
+# Streaming statistics over more elements than this compile with XLA's default emitters:
+# the classic ones run the default statistics' update 1.9x slower at 1,000 elements (44
+# against 23 ns per element and draw) and faster at 100 (69 against 92 ns, 4-row windows;
 # XLA_FLAGS=--xla_cpu_use_fusion_emitters=false python bench/stats_overhead.py --micro-only).
 CLASSIC_STATISTICS_ELEMENTS = 100
 
 
-def _chunk_compile_options(
-    traffic: float | None, layout: Layout, statistics: dict[str, Statistic]
-) -> dict[str, Any] | None:
-    """The chunk program's XLA options: :func:`sluice._jax.compile.loop_options` for
-    the run's traffic, unless streaming statistics cover more than
-    :data:`CLASSIC_STATISTICS_ELEMENTS` elements of a draw (the layout's posterior)."""
+def _compile_options(
+    traffic: float | None, layout: Layout, statistics: dict[str, Statistic], separate: bool
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """XLA's options for the chunk program and for the statistics' own program.
+
+    The chunk program takes :func:`sluice._jax.compile.loop_options` for the run's
+    traffic; so does the statistics' program (statistics updated apart, ``separate``)
+    of a draw of at most :data:`CLASSIC_STATISTICS_ELEMENTS` elements (the layout's
+    posterior), which otherwise keeps XLA's defaults. Statistics updated inside the
+    sampler's loop over more elements give the chunk program XLA's defaults."""
     if traffic is None:
-        return None
-    if statistics:
-        elements = sum(math.prod(shape) for shape, _ in layout.groups["posterior"].values())
-        if elements > CLASSIC_STATISTICS_ELEMENTS:
-            return None
-    return programs.loop_options(traffic)
+        return None, None
+    options = programs.loop_options(traffic)
+    if not statistics:
+        return options, None
+    elements = sum(math.prod(shape) for shape, _ in layout.groups["posterior"].values())
+    small = elements <= CLASSIC_STATISTICS_ELEMENTS
+    if separate:
+        return options, options if small else None
+    return options if small else None, None
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:

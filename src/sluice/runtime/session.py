@@ -111,6 +111,12 @@ class Session:
             self.compiling += time.perf_counter() - t0
         return executable
 
+    def _xla_options(self, name: str) -> dict[str, Any] | None:
+        """XLA's options of the chunk program ``name`` (the plan's: ``init`` aside)."""
+        if name.startswith("update_statistics"):
+            return self.plan.statistics_options
+        return self.plan.compile_options
+
     def _compile_options(self, name: str, args: tuple) -> dict[str, Any]:
         """The init program runs once per run (a few dozen log densities per chain):
         compiled for a quick compile while the model's data and one draw are small.
@@ -120,7 +126,7 @@ class Session:
         that every layout of the same run compiles it alike and its draws stay
         bit-identical."""
         if name != "init":
-            return {"options": self.plan.compile_options}
+            return {"options": self._xla_options(name)}
         consts, _positions, _chain_ids, _keys, example = args  # _init_args
         return {"fast_if_small": True, "fast_by": (consts, example)}
 
@@ -129,7 +135,7 @@ class Session:
         chunk program when they are not the defaults (a run of other length may
         choose others for the same program, and must not find these)."""
         key = self.plan.program.key(name)
-        options = self.plan.compile_options
+        options = self._xla_options(name)
         if name == "init" or not options:
             return key
         return (*key, ("xla", tuple(sorted(options.items()))))
@@ -213,16 +219,23 @@ class Session:
             carry = jax.tree.map(
                 lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding), carry
             )
+        stats, carry = self._split_statistics(carry)
         # start and stop are Python ints, traced by value type only: any will do
         args = self._advance_args(carry, 0, p.config.warmup + p.config.draws)
-        name = self._advance_name
-        key, fn, options = self._program_key(name), p.program.jitted(name), p.compile_options
+        jobs = [(self._advance_name, args)]
+        if stats is not None:  # then the statistics' own program (its states' shapes)
+            draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
+            jobs.append((self._statistics_name, self._statistics_args(stats, draws, 1)))
+        jobs = [
+            (self._program_key(n), p.program.jitted(n), a, self._xla_options(n)) for n, a in jobs
+        ]
 
         def work() -> None:
-            try:
-                programs.compiled(key, fn, args, options=options)
-            except Exception:  # the foreground call compiles again and raises it
-                pass
+            for key, fn, args, options in jobs:
+                try:
+                    programs.compiled(key, fn, args, options=options)
+                except Exception:  # the foreground call compiles again and raises it
+                    pass
 
         return programs.in_background(work, "sluice-compile")
 
@@ -332,11 +345,37 @@ class Session:
         return (p.flat.consts, carry, self.chain_ids, start, stop, p.config.warmup,
                 self.schedule, p.keys)  # fmt: skip
 
+    @property
+    def _statistics_name(self) -> str:
+        return "update_statistics" if self.checkpointing else "update_statistics_donated"
+
+    def _split_statistics(self, carry: Any) -> tuple[Any, Any]:
+        """``(stats, carry without them)`` when the statistics have a program of their own
+        (:attr:`~sluice.mcmc.chunk.ChunkProgram.separate_statistics`), else
+        ``(None, carry)``."""
+        if not (self.plan.program.separate_statistics and self.plan.statistics):
+            return None, carry
+        return carry.stats, carry._replace(stats=None)
+
+    @staticmethod
+    def _statistics_args(stats: Any, draws: Any, count: int) -> tuple:
+        return (stats, draws, np.int32(count))
+
     def _advance(self, carry: Any, start: int, stop: int) -> Any:
+        """One chunk from ``carry``: the chunk program, then the statistics' own program
+        on its draws (sampling chunks; during warmup the statistics wait)."""
+        stats, carry = self._split_statistics(carry)
         args = self._advance_args(carry, start, stop)
         executable = self._compiled(self._advance_name, args)
         self._precompile_statistics()
-        return executable(*args)
+        carry, counters, outputs = executable(*args)
+        if stats is None:
+            return carry, counters, outputs
+        if start >= self.config.warmup:
+            count = min(start + self.config.chunk_size, stop) - start
+            args = self._statistics_args(stats, outputs, count)
+            stats = self._compiled(self._statistics_name, args)(*args)
+        return carry._replace(stats=stats), counters, outputs if self.plan.program.record else None
 
     def _fields(self, counters: Any, carry: Any, n: int) -> dict[str, Any]:
         """What a progress update shows of a chunk: gradients per draw, the mean step
