@@ -223,9 +223,13 @@ def cost(args: argparse.Namespace) -> None:
                  clock.seconds(t0, clock.now()))  # fmt: skip
             note("compile seconds, the chunk program (XLA), 10-dim demo run", label,
                  chunk_seconds(programs.seconds))  # fmt: skip
+            if label.startswith("default"):  # their own program, compiled beside init
+                note("compile seconds, the statistics' update program (XLA), 10-dim demo run",
+                     label, programs.seconds.get("jit(update_statistics)", 0.0))  # fmt: skip
             if label.startswith("default ("):  # (the exact set's programs are named otherwise)
+                # (merge and finalize called through sluice._jax.compile.eager: "eager")
                 merge_finalize = sum(programs.seconds.get(f"jit({n})", 0.0)
-                                     for n in ("merge", "finalize"))  # fmt: skip
+                                     for n in ("merge", "finalize", "eager"))  # fmt: skip
                 note("compile seconds, merge + finalize (XLA), 10-dim demo run", label,
                      merge_finalize)  # fmt: skip
         streaming.SMALL = small

@@ -143,10 +143,14 @@ def test_default_statistics_auto_follow_the_sink():
     assert set(streamed.stats) == {"summary"}
 
 
-def test_draws_do_not_depend_on_the_statistics_and_these_update_in_a_program_apart():
+def test_draws_do_not_depend_on_the_statistics_and_these_update_in_a_program_apart(
+    monkeypatch,
+):
     """Past plan.CLASSIC_STATISTICS_ELEMENTS elements the statistics' update compiles
     with other XLA options than the sampler: in a program of its own, so the sampler's
-    program, and the draws, are the same whether or not statistics are computed."""
+    program, and the draws, are the same whether or not statistics are computed. That
+    program compiles once, in the background beside init, for the draws the run
+    keeps (with their sample statistics) as for a run that keeps none."""
     from sluice._jax import compile as programs
     from sluice.runtime import plan
 
@@ -155,7 +159,9 @@ def test_draws_do_not_depend_on_the_statistics_and_these_update_in_a_program_apa
     settings = dict(chains=2, warmup=40, draws=50, chunk_size=20, seed=3, progress=False)
     plain = sluice.sample(model, default_stats=False, **settings)
     programs.clear()
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
     with_stats = sluice.sample(model, default_stats=True, **settings)
+    programs.wait()
     np.testing.assert_array_equal(with_stats.draws["x"], plain.draws["x"])
     names = [key[1] for key in programs.cached() if key[0] == "mcmc.chunk"]
     assert sorted(names) == ["advance_donated", "init", "update_statistics_donated"]

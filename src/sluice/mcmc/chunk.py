@@ -410,10 +410,11 @@ class ChunkProgram:
             return _map_in_place(one, (stats, draws))[0]
 
         sharded = self._sharded(batched, num_unbatched_tail=1)
-        return jax.jit(
-            lambda stats, draws, count: sharded((), stats, draws, count),
-            donate_argnums=(0,) if donate else (),
-        )
+
+        def update_statistics(stats, draws, count):
+            return sharded((), stats, draws, count)
+
+        return jax.jit(update_statistics, donate_argnums=(0,) if donate else ())
 
     def draws_shapes(self, consts: Any, slots: int, sharding: Any = None) -> dict:
         """The shapes of ``advance``'s draws output, ``{"posterior": ...}`` with leading

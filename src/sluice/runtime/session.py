@@ -373,7 +373,8 @@ class Session:
             return carry, counters, outputs
         if start >= self.config.warmup:
             count = min(start + self.config.chunk_size, stop) - start
-            args = self._statistics_args(stats, outputs, count)
+            draws = {"posterior": outputs["posterior"]}  # (a kept chunk holds more)
+            args = self._statistics_args(stats, draws, count)
             stats = self._compiled(self._statistics_name, args)(*args)
         return carry._replace(stats=stats), counters, outputs if self.plan.program.record else None
 
