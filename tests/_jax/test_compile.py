@@ -130,12 +130,11 @@ def test_clear_caches_forgets_everything():
 
 def test_small_programs_compile_fast_and_large_ones_with_xla_defaults(monkeypatch):
     seen = _record_options(monkeypatch)
-    statistic = stats.summary_statistics(60)
-    xs = jax.random.normal(jax.random.key(3), (60, 5))
+    statistic = stats.streaming.summary(60)  # (a finalize of ~2,000 operations)
+    xs = jax.random.normal(jax.random.key(3), (76, 5))
 
-    def fill(xs):
-        body = lambda s, x: (statistic.update(s, {"a": x}), None)  # noqa: E731
-        return jax.lax.scan(body, statistic.init({"a": xs[0]}), xs)[0]
+    def fill(xs):  # 16 pilot rows, 60 draws
+        return statistic.update_block(statistic.init({"a": xs[:16]}), {"a": xs[16:]}, 60)
 
     state = jax.jit(fill)(xs)
     reference = jax.jit(statistic.finalize)(state)  # XLA's default options

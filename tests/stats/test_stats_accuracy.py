@@ -61,7 +61,7 @@ def _result(rho: float):
     x = x.astype(np.float32)
     s = _statistic(draws, lags, blocks, block_lags)
     # chains one after another (lax.map), as the engine on CPU: conds skip the rare work
-    states = sequential_runner(s.init, s.update)(
+    states = sequential_runner(s.init, s.update, long_chains=True)(
         {"x": jnp.asarray(x[0, -1])}, {"x": jnp.asarray(x)}
     )
     merge = s.merge
