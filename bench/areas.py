@@ -338,10 +338,13 @@ def parse_stats_large(out: Output) -> list[Row]:
     rows = []
     for r in table:
         label = "default (every element)" if r["statistics"] == "default" else "none"
+        # (older outputs ran each configuration once, with the compiles: run 1)
+        when = ("first run in the process" if r.get("run", "1") == "1"
+                else "a later run, every program compiled")  # fmt: skip
         rows.append({"what": f"{what}: sampling, ns per element and draw ({r['chain method']} "
-                             f"chains, chunks of {r['chunk']})",
+                             f"chains, chunks of {r['chunk']}; {when})",
                      "statistics": label, "value": r["ns per element-draw"]})  # fmt: skip
-        rows.append({"what": f"{what}: warmup seconds", "statistics": label,
+        rows.append({"what": f"{what}: warmup seconds ({when})", "statistics": label,
                      "value": r["warmup s"]})  # fmt: skip
     return rows
 
