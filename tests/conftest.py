@@ -59,3 +59,33 @@ def _fresh_compile_caches():
     from sluice._jax import compile as programs
 
     programs.clear_caches()
+
+
+# The files that take over a minute of a worker's time (pytest's junit report, this
+# project's 2-core machine), slowest first. pytest-xdist's `--dist loadfile` hands whole
+# files to workers in collection order: started first, they no longer leave one worker
+# finishing a long file while the other idles at the end of the run.
+SLOW_FILES = (
+    "tests/runtime/test_multiprocess.py",
+    "tests/stats/test_stats_laws.py",
+    "tests/mcmc/test_external_kernels.py",
+    "tests/io/test_store.py",
+    "tests/interop/test_numpyro_adapter.py",
+    "tests/mcmc/test_external_resume.py",
+    "tests/interop/test_pymc_adapter.py",
+    "tests/mcmc/test_kernels.py",
+    "tests/stats/test_stats_accuracy.py",
+    "tests/stats/test_stats_doctests.py",
+    "tests/io/test_reliability.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    root = config.rootpath
+
+    def key(item):
+        path = item.path.relative_to(root).as_posix()
+        return rank.get(path, len(SLOW_FILES))
+
+    items.sort(key=key)  # stable: every file keeps its own order
