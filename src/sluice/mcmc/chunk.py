@@ -95,7 +95,8 @@ class ChunkProgram:
     returns ``(carry, counters, outputs)``; ``outputs`` is ``None`` unless the
     program records draws or its statistics are updated apart
     (:attr:`separate_statistics`: ``outputs`` then holds ``"posterior"``, and
-    ``update_statistics(stats, outputs, count)`` updates them).
+    ``update_statistics(stats, {"posterior": outputs["posterior"]}, count)``
+    updates them).
     """
 
     flat_model: FlatModel
@@ -220,7 +221,7 @@ class ChunkProgram:
                 (carry.adaptation, carry.params, jnp.int32(0)),
             )
             statistics = carry.stats
-            if self.statistic.update_block is None:  # else updated once per chunk (_loop)
+            if self.statistic.update_block is None:  # else by their own program, per chunk
                 statistics = jax.lax.fori_loop(
                     0,
                     jnp.where(warming, never, once),
@@ -256,7 +257,7 @@ class ChunkProgram:
                 (stats["diverging"] & sampling).astype(jnp.int32),
                 jnp.where(sampling, stats["acceptance_rate"], 0).astype(jnp.float32),
             )
-            if self._block_rows and not self.record:  # the draws the statistics see
+            if self.separate_statistics and not self.record:  # the draws the statistics see
                 record = {"posterior": self.flat_model.draws_fn(consts, kstate.position)}
             return ChainCarry(kstate, astate, params, statistics, pilot), counters, record
 
@@ -292,7 +293,7 @@ class ChunkProgram:
             shapes = self.kernel.stats_shapes(x.dtype)
             shapes = {k: v for k, v in shapes.items() if not k.startswith("_")}
             record = jax.eval_shape(self._record, consts, x, shapes)
-        elif self._block_rows:
+        elif self.separate_statistics:
             record = {"posterior": jax.eval_shape(self.flat_model.draws_fn, consts, x)}
         return counters, record
 
@@ -329,24 +330,18 @@ class ChunkProgram:
         return jax.lax.fori_loop(start, end, body, (carry, zero, buffers))
 
     @property
-    def _block_rows(self) -> bool:
-        """Whether the statistics take a chunk's draws at once (``update_block``): then
-        the chunk program outputs the draws and leaves the statistics to their own
-        program (:meth:`separate_statistics`)."""
-        return self.statistic.update_block is not None
-
-    @property
     def separate_statistics(self) -> bool:
-        """Whether the statistics are updated by their own program, ``update_statistics``
-        (``(stats, draws, count) -> stats``, every chain at once), from the draws the
-        chunk program outputs, rather than inside the sampler's loop. ``advance`` then
-        takes and returns a carry whose ``stats`` are ``None``.
+        """Whether the statistics take a chunk's draws at once (``update_block``) and are
+        updated by their own program, ``update_statistics`` (``(stats, draws, count) ->
+        stats``, every chain), from the draws the chunk program outputs, rather than
+        inside the sampler's loop. The session then runs ``advance`` on a carry whose
+        ``stats`` are ``None``.
 
         Apart, each program compiles with the options that suit it: the statistics'
         update of a 1,000-element draw runs 1.9x faster with XLA's default emitters
         than with the classic ones, NUTS 1.3x slower (``bench/stats_overhead.py``);
         and the draws no longer depend on which statistics a run computes."""
-        return self._block_rows
+        return self.statistic.update_block is not None
 
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
         """One chunk of one chain (batched over chains by ``lax.map`` or ``vmap``)."""
@@ -399,10 +394,11 @@ class ChunkProgram:
 
     def _build_update_statistics(self, donate: bool = False) -> Callable:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
-        first ``count`` rows of a chunk's ``draws`` (``advance``'s outputs); the chains
-        batched by ``vmap`` whatever the chain method (the update has no data-dependent
-        control flow to diverge). ``donate``: the statistics' states are reused (as
-        ``advance_donated`` reuses the carry)."""
+        first ``count`` rows of a chunk's ``draws`` (``{"posterior": ...}`` of
+        ``advance``'s outputs), one chain after another with each state updated in place
+        (:func:`_map_in_place`; each chain's update is then the program a single chain's
+        would be). ``donate``: the statistics' states are reused (as ``advance_donated``
+        reuses the carry)."""
         update = block_update(self.statistic)
 
         def batched(_consts, stats, draws, count):
