@@ -145,6 +145,28 @@ def test_ess_within_arviz_monte_carlo_error(full, rho):
         assert rms <= tol, f"rho={rho} {name}: rms log-ratio to ArviZ {rms:.3f} > {tol:.3f}"
 
 
+@pytest.fixture(scope="module")
+def heavy():
+    """The same chains through ``exp(2 x)`` (log-normal, sigma 2): ArviZ's bulk ESS and
+    rank R-hat, rank based, are those of ``x``; a score linear in the far tail is not."""
+    pilot, draws = _data()
+    return _finalized(np.exp(2.0 * draws), np.exp(2.0 * pilot))
+
+
+@pytest.mark.parametrize("rho", RHOS)
+def test_a_heavy_tail_leaves_bulk_ess_and_rank_rhat_as_arviz(full, heavy, rho):
+    _, ref, _ = full
+    i = RHOS.index(rho)
+    sl = slice(i * PER, (i + 1) * PER)
+    ratio = heavy["ess_bulk"][sl] / ref["ess_bulk"][sl]
+    rms = float(np.sqrt(np.mean(np.log(ratio) ** 2)))
+    assert rms <= _sokal(rho), f"rho={rho}: rms log-ratio to ArviZ {rms:.3f} > {_sokal(rho):.3f}"
+    m, n = 2 * CHAINS, DRAWS // 2
+    tol = max(0.005, float(np.sqrt(2 / (m - 1)) * _tau(rho) / n))
+    diff = np.abs(heavy["r_hat"][sl] - ref["r_hat"][sl])
+    assert diff.max() <= tol, f"rho={rho}: rank R-hat differs by {diff.max():.4f} > {tol:.4f}"
+
+
 def _geyer_end(x: np.ndarray) -> int:
     """The last lag ArviZ's Geyer loop reads on ``(chains, draws)`` (split chains, FFT)."""
     m, n = 2 * x.shape[0], x.shape[1] // 2
