@@ -583,7 +583,7 @@ def _overhead_job(model: str, statistic: str) -> Job:
     options = ("--model", model, "--statistic", statistic)
     return Job(
         f"stats-overhead-{model}{suffix}",
-        ("bench/stats_overhead.py", "--dim", "1000", "--reps", "5", *options),
+        ("bench/stats_overhead.py", "--dim", "1000", "--reps", "9", *options),
         parse_stats_overhead,
         ("bench/stats_overhead.py", "--dim", "100", "--draws", "200", "--reps", "1",
          "--micro-draws", "200", *options),

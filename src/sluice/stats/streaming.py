@@ -18,7 +18,7 @@ They define
   rank normalisation, which needs every draw;
 * the folded score ``|s|`` (its square is ``s^2``): folded R-hat;
 * the tail indicators ``x <= q(0.05)`` and ``x > q(0.95)``;
-* the histogram's grid: ``buckets`` buckets of equal width in ``z``.
+* the histogram's grid: ``buckets`` buckets of equal width in ``s``.
 
 State of one open chain (``D`` elements):
 
@@ -70,9 +70,8 @@ SCORES = tuple(_statistics.NormalDist().inv_cdf(p) for p in LEVELS)
 LO, MID, HI = 1, 4, 7  # indices of 0.05, 0.5, 0.95
 WINDOW = 16  # rows processed at once
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
-SPAN = 4.5  # the histogram covers [-SPAN, SPAN] in compressed bulk-proxy units (outer open):
-ROLL = 4.0  # the bulk score's roll-off beyond the outer reference scores (score)
-CORE, TAIL = 3.0, 8.0  # z itself within [-CORE, CORE], TAIL times compressed beyond (z to 15)
+ROLL = 1.0  # how far the bulk score reaches beyond the outer reference scores (score)
+BOUND = SCORES[-1] + ROLL  # the bulk score's range is (-BOUND, BOUND): the histogram's
 # split features, and the lag features (a subset)
 Y, Q, Z, Z2, ZF, TLO, THI = range(7)
 SEG = 7
@@ -240,7 +239,7 @@ def inverse(z: jax.Array, h: Hinges) -> jax.Array:
 
 def score(z: jax.Array) -> jax.Array:
     """The bulk score of proxy values ``z``: ``z`` between the outer reference scores,
-    growing as ``log1p(ROLL u) / ROLL`` with the distance ``u`` beyond them.
+    ``u / (1 + u / ROLL)`` beyond them at a distance ``u`` (at most ``ROLL`` further).
 
     Rank normalisation bounds a draw's score by the number of draws; the proxy,
     linear beyond the outer knots, does not, and a heavy tail's few far draws then
@@ -248,34 +247,37 @@ def score(z: jax.Array) -> jax.Array:
     ESS by at most 11% over 4,000 elements of a 20,000-dim Gaussian (linear: 22%),
     and by at most 11% on ``exp(2 x / sd)`` of the same draws (linear: 81%)
     (``bench/stats_proxy.py``)."""
-    lo, hi = SCORES[0], SCORES[-1]
-    inner = jnp.clip(z, lo, hi)
-    u = jnp.abs(z - inner)
-    return inner + jnp.sign(z - inner) * (jnp.log1p(ROLL * u) * (1.0 / ROLL))
+    inner = jnp.clip(z, SCORES[0], SCORES[-1])
+    u = z - inner
+    return inner + u / (1.0 + jnp.abs(u) * (1.0 / ROLL))
 
 
-def _compress(z: jax.Array) -> jax.Array:
-    """``z`` within ``[-CORE, CORE]``, ``TAIL`` times compressed beyond: the grid reaches
-    far past the reference (a pilot narrower than the posterior) at little cost."""
-    core = jnp.clip(z, -CORE, CORE)
-    return core + (z - core) * (1.0 / TAIL)
+def unscore(s: jax.Array) -> jax.Array:
+    """The proxy value of bulk score ``s`` (the inverse of :func:`score`; ``+-inf`` at
+    its bounds ``+-BOUND``)."""
+    inner = jnp.clip(s, SCORES[0], SCORES[-1])
+    e = s - inner
+    room = 1.0 - jnp.abs(e) * (1.0 / ROLL)
+    return inner + jnp.where(room > 0, e / jnp.where(room > 0, room, 1.0), jnp.sign(e) * jnp.inf)
 
 
-def bucket(z: jax.Array, settings: StreamSettings) -> jax.Array:
-    """The histogram bucket of bulk proxy values ``z``: ``buckets`` equal widths in
-    compressed units over ``[-SPAN, SPAN]`` (the outer two open)."""
+def bucket(s: jax.Array, settings: StreamSettings) -> jax.Array:
+    """The histogram bucket of bulk scores ``s``: ``buckets`` equal widths over
+    ``[-BOUND, BOUND]``, the score's range (finest in the bulk, coarser in the
+    tails, which reach every value)."""
     g = settings.buckets
-    b = jnp.floor((_compress(z) + SPAN) * (g / (2.0 * SPAN)))
+    b = jnp.floor((s + BOUND) * (g / (2.0 * BOUND)))
     return jnp.clip(b, 0, g - 1).astype(jnp.int32)
 
 
 def bucket_edges(knots: jax.Array, settings: StreamSettings) -> jax.Array:
     """``(D, buckets + 1)`` edges of the buckets in ``x`` units (the outer edges are
-    open: the readout uses the extremes there)."""
-    w = jnp.linspace(-SPAN, SPAN, settings.buckets + 1, dtype=knots.dtype)
-    core = jnp.clip(w, -CORE, CORE)
-    z = core + (w - core) * TAIL
-    return inverse(jnp.broadcast_to(z, (knots.shape[1], z.shape[0])), hinges(knots))
+    infinite: the readout uses the extremes there)."""
+    w = jnp.linspace(-BOUND, BOUND, settings.buckets + 1, dtype=knots.dtype)
+    z = unscore(w)
+    inner = inverse(jnp.broadcast_to(jnp.clip(z, -1e30, 1e30), (knots.shape[1], z.shape[0])),
+                    hinges(knots))  # fmt: skip
+    return jnp.where(jnp.isinf(z), z, inner)
 
 
 # -- init ---------------------------------------------------------------------------------------
@@ -518,19 +520,19 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
     padded = jnp.concatenate([x, jnp.zeros((trips * w - rows, x.shape[1]), dtype)], axis=0)
     ref = _reference(state)
     prev = _prev_features(state, ref, settings)
-    # the bulk proxy of every row at once (the histogram's) and its score (the windows'):
-    # computed inside each window, XLA:CPU fuses it with the stacking of the features
-    # into scalar code, and the update at 1,000 elements takes 44-46 ns of CPU time per
-    # element and draw against 36-39 (`bench/stats_overhead.py --micro-only`)
-    z = proxy(padded, ref.bulk)
-    zs = score(z)
+    # the bulk score of every row at once, for the windows and the histogram: computed
+    # inside each window, XLA:CPU fuses it with the stacking of the features into scalar
+    # code, and the update at 1,000 elements takes 44-46 ns of CPU time per element and
+    # draw against 36-39 (`bench/stats_overhead.py --micro-only`); a second array of the
+    # same rows (the proxy for the histogram, the score for the windows) costs 7 ns more
+    z = score(proxy(padded, ref.bulk))
 
     def body(i: Any, carry: tuple) -> tuple:
         s, p = carry
         lo = i * w
         n = jnp.clip(count - lo, 0, w)
         rows_of = lambda a: jax.lax.dynamic_slice_in_dim(a, lo, w, 0)  # noqa: E731
-        return _window(s, p, rows_of(padded), rows_of(zs), n, ref, settings)
+        return _window(s, p, rows_of(padded), rows_of(z), n, ref, settings)
 
     state, _ = jax.lax.fori_loop(0, -(-count // w), body, (state, prev))
     state = _histogram(state, z[:rows], jnp.arange(rows) < count, settings)
@@ -539,11 +541,11 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
 
 def _histogram(state: StreamState, z: jax.Array, valid: jax.Array,
                settings: StreamSettings) -> StreamState:  # fmt: skip
-    """Count rows of bulk proxy ``z`` ``(R, D)`` where ``valid`` in the histogram (one
+    """Count rows of bulk score ``z`` ``(R, D)`` where ``valid`` in the histogram (one
     scatter for all rows: inside the window loop, XLA on CPU would copy the histogram
     each trip)."""
     r, d = z.shape
-    b = bucket(z, settings)  # the grid is uniform in the bulk proxy
+    b = bucket(z, settings)  # the grid is uniform in the bulk score
     flat = (jnp.arange(d)[None, :] * settings.buckets + b).reshape(-1)
     ones = jnp.broadcast_to(valid.astype(jnp.int32)[:, None], (r, d)).reshape(-1)
     return state._replace(hist=state.hist.at[flat].add(ones))
@@ -555,8 +557,8 @@ def update(settings: StreamSettings, state: StreamState, draw: PyTree) -> Stream
     ref = _reference(state)
     prev = _prev_features(state, ref, settings)
     x = flatten(draw, dtype)[None]
-    z = proxy(x, ref.bulk)
-    state, _ = _window(state, prev, x, score(z), jnp.int32(1), ref, settings)
+    z = score(proxy(x, ref.bulk))
+    state, _ = _window(state, prev, x, z, jnp.int32(1), ref, settings)
     state = _histogram(state, z, jnp.ones((1,), bool), settings)
     return _fold_prefix(state, settings)
 
