@@ -110,21 +110,21 @@ def _halves(state: StreamState, settings: StreamSettings) -> tuple[jax.Array, ja
     k = n_draws // chunk
     h = k // 2
     odd = (k % 2) == 1
-    first = state.prefix
-    second = jnp.zeros_like(first)
+    # the chunk each slot holds, and where the split puts it (every slot at once)
+    slot = jnp.arange(ring)
+    c = state.folded + ((slot - state.folded) % ring)
+    live = c < k
+    whole = jnp.sum(state.seg, axis=1)  # (ring, SEG, D)
+    at_split = (live & (c == h) & odd)[:, None, None]
+    in_first = (live & (c < h))[:, None, None]
+    in_second = (live & ((c > h) | ((c == h) & ~odd)))[:, None, None]
     last = settings.parts - 1  # index of the B part
-    for slot in range(ring):
-        c = state.folded + ((slot - state.folded) % ring)  # the chunk this slot holds
-        live = c < k
-        parts = state.seg[slot]  # (parts, SEG, D)
-        whole = jnp.sum(parts, axis=0)
-        in_first = live & (c < h)
-        split_chunk = live & (c == h) & odd
-        in_second = live & ((c > h) | ((c == h) & ~odd))
-        first = first + jnp.where(in_first, whole, 0.0) + jnp.where(split_chunk, parts[0], 0.0)
-        second = (
-            second + jnp.where(in_second, whole, 0.0) + jnp.where(split_chunk, parts[last], 0.0)
-        )
+
+    def pick(mask: jax.Array, sums: jax.Array) -> jax.Array:
+        return jnp.sum(jnp.where(mask, sums, 0.0), axis=0)
+
+    first = state.prefix + pick(in_first, whole) + pick(at_split, state.seg[:, 0])
+    second = pick(in_second, whole) + pick(at_split, state.seg[:, last])
     known = n_draws % chunk == 0
     if settings.final_split:
         final = n_draws == settings.num_draws
