@@ -316,15 +316,23 @@ def _quantile(counts: jax.Array, edges: jax.Array, probs: jax.Array) -> jax.Arra
     return take(edges[:, :-1]) + t * take(width)
 
 
-def _hdi(counts: jax.Array, edges: jax.Array, prob: float) -> jax.Array:
-    """``(D, 2)`` the narrowest interval holding ``prob`` of the draws."""
-    levels = jnp.linspace(0.0, 1.0 - prob, 121, dtype=edges.dtype)
-    lo = _quantile(counts, edges, levels)
-    hi = _quantile(counts, edges, levels + prob)
+HDI_LEVELS = 121  # candidate lower levels of the HDI
+
+
+def _quantiles_and_hdi(counts: jax.Array, edges: jax.Array, probs: jax.Array,
+                       prob: float) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+    """``(D, P)`` quantiles at ``probs`` and ``(D, 2)`` the narrowest interval holding
+    ``prob`` of the draws, among :data:`HDI_LEVELS` candidates (one search for all
+    levels: the program compiles sooner than with one per set of levels)."""
+    levels = jnp.linspace(0.0, 1.0 - prob, HDI_LEVELS, dtype=edges.dtype)
+    q = _quantile(counts, edges, jnp.concatenate([probs, levels, levels + prob]))
+    p = probs.shape[0]
+    lo, hi = q[:, p : p + HDI_LEVELS], q[:, p + HDI_LEVELS :]
     best = jnp.argmin(hi - lo, axis=1)[:, None]
-    return jnp.concatenate(
+    hdi = jnp.concatenate(
         [jnp.take_along_axis(lo, best, 1), jnp.take_along_axis(hi, best, 1)], axis=1
     )
+    return q[:, :p], hdi
 
 
 BLOCK = 16384  # elements whose quantiles and HDI are read at once
@@ -423,7 +431,7 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     probs = jnp.asarray(settings.probs, dtype)
     hist = state.hist.reshape(-1, settings.buckets)
     q, hdi = _by_blocks(
-        lambda h, e: (_quantile(h, e, probs), _hdi(h, e, settings.hdi_prob)), hist, edges
+        lambda h, e: _quantiles_and_hdi(h, e, probs, settings.hdi_prob), hist, edges
     )
     fill = lambda v: jnp.where(  # noqa: E731
         bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
