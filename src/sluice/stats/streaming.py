@@ -14,8 +14,8 @@ They define
 * ``y = x - c`` with ``c`` the pooled median (the shift of every sum);
 * the bulk proxy ``z``: piecewise-linear normal scores through the reference
   quantiles, extended linearly beyond them; its score ``s`` (:func:`score`,
-  rolled off logarithmically beyond the outer knots) stands in for ArviZ's
-  rank normalisation, which needs every draw;
+  rolled off beyond the outer knots, bounded like a rank's normal score)
+  stands in for ArviZ's rank normalisation, which needs every draw;
 * the folded score ``|s|`` (its square is ``s^2``): folded R-hat;
 * the tail indicators ``x <= q(0.05)`` and ``x > q(0.95)``;
 * the histogram's grid: ``buckets`` buckets of equal width in ``s``.
@@ -71,7 +71,7 @@ LO, MID, HI = 1, 4, 7  # indices of 0.05, 0.5, 0.95
 WINDOW = 16  # rows processed at once
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
 ROLL = 1.0  # how far the bulk score reaches beyond the outer reference scores (score)
-BOUND = SCORES[-1] + ROLL  # the bulk score's range is (-BOUND, BOUND): the histogram's
+BOUND = SCORES[-1] + ROLL  # the bulk score's range, (-BOUND, BOUND), is the histogram's
 # split features, and the lag features (a subset)
 Y, Q, Z, Z2, ZF, TLO, THI = range(7)
 SEG = 7
