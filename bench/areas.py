@@ -882,6 +882,15 @@ AREAS: tuple[Area, ...] = (
                 ("bench/pymc_models.py", "--models", "eight_schools", "--samplers", "sluice"),
                 json=True,
             ),
+            Job(  # mass_matrix="auto" (low rank on all five) beside the diagonal and the others
+                "pymc-models-auto",
+                ("bench/pymc_models.py", "--samplers", "sluice,sluice-diag,numpyro,nutpie",
+                 "--reps", "2"),
+                parse_rows,
+                ("bench/pymc_models.py", "--models", "eight_schools", "--samplers",
+                 "sluice,sluice-diag"),
+                json=True,
+            ),
             Job(  # the GP alone, without PyMC's NumPyro path (two minutes a run)
                 "pymc-models-gp",
                 ("bench/pymc_models.py", "--models", "gp", "--samplers",
@@ -1082,8 +1091,8 @@ AREAS: tuple[Area, ...] = (
             "priors): correlated regressions where a low-rank metric should matter "
             "(`kilpisjarvi`, whose predictor is the year; `diamonds`, 24 correlated "
             "predictors; the interaction regressions) and posteriors where it should not "
-            "(eight schools, time series, a Gaussian process, a mixture). `sluice.nuts()` "
-            "(`diag`) and `sluice.nuts(mass_matrix='low_rank')` (`low_rank`), 4 chains x "
+            "(eight schools, time series, a Gaussian process, a mixture). "
+            "`sluice.nuts(mass_matrix='diag')` (`diag`) and `sluice.nuts(mass_matrix='low_rank')` (`low_rank`), 4 chains x "
             "(1,000 warmup + 1,000 draws), seeds 0, 1, 2, each row the medians over the seeds. "
             "*grads / min ESS* is the metric: every log-density gradient of the run, warmup "
             "included, per effective draw of the worst scalar (ArviZ's bulk ESS, the smallest "

@@ -3,7 +3,7 @@ against the reference draws.
 
 For each posterior (a Stan model translated by hand into a sluice model,
 ``posteriordb_models.py``) and each mass-matrix adaptation —
-``sluice.nuts()`` (``diag``, the default) and
+``sluice.nuts(mass_matrix="diag")`` (``diag``) and
 ``sluice.nuts(mass_matrix="low_rank")`` (``low_rank``) — sluice samples 4
 chains x (1,000 warmup + 1,000 draws) from a fixed seed, and the script
 records:
@@ -178,7 +178,7 @@ def kernel(mass_matrix: str) -> Any:
     import sluice
 
     if mass_matrix == "diag":
-        return sluice.nuts()
+        return sluice.nuts(mass_matrix="diag")
     if mass_matrix == "low_rank":
         try:
             return sluice.nuts(mass_matrix="low_rank")

@@ -1,11 +1,13 @@
 """PyMC models sampled three ways: sluice, ``pm.sample(nuts_sampler="numpyro")``, nutpie.
 
-sluice runs twice: as a user gets it (``import sluice`` gives JAX one CPU device
-per core, so the chains spread over the cores) and, as ``sluice-one-device``,
-on JAX's single CPU device (``SLUICE_CPU_DEVICES=1``), to show what the cores add,
-as ``sluice-low-rank`` with ``mass_matrix="low_rank"`` (nutpie's low-rank metric),
-and, when named, as ``sluice-sequential`` with ``chain_method="sequential"`` (each
-device's chains one after another, where ``"auto"`` may vectorize them).
+sluice runs as a user gets it (``import sluice`` gives JAX one CPU device per
+core, so the chains spread over the cores; ``mass_matrix="auto"``, nutpie's
+low-rank plus diagonal metric on these models), as ``sluice-diag`` with the
+diagonal metric alone, as ``sluice-one-device`` on JAX's single CPU device
+(``SLUICE_CPU_DEVICES=1``), to show what the cores add, and, when named, as
+``sluice-low-rank`` (``mass_matrix="low_rank"``, what ``"auto"`` picks below
+10,000 elements) and ``sluice-sequential`` with ``chain_method="sequential"``
+(each device's chains one after another, where ``"auto"`` may vectorize them).
 
 Each measurement is a fresh process that builds the PyMC model and samples it
 to an ``arviz.InferenceData`` (4 chains, 1,000 tuning + 1,000 draws, each
@@ -48,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import emit_result, machine_info, markdown_table, median, run_isolated
 
 MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
-SAMPLERS = ("sluice", "sluice-one-device", "sluice-low-rank", "numpyro", "nutpie")
-EXTRA_SAMPLERS = ("sluice-sequential",)  # run only when named in --samplers
+SAMPLERS = ("sluice", "sluice-diag", "sluice-one-device", "numpyro", "nutpie")
+EXTRA_SAMPLERS = ("sluice-low-rank", "sluice-sequential")  # run only when named in --samplers
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -130,12 +132,14 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in ("sluice", "sluice-one-device", "sluice-low-rank", "sluice-sequential"):
+    if sampler in ("sluice", "sluice-diag", "sluice-one-device", "sluice-low-rank",
+                   "sluice-sequential"):
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
 
         options = {"sluice-low-rank": {"mass_matrix": "low_rank"},
+                   "sluice-diag": {"mass_matrix": "diag"},
                    "sluice-sequential": {"chain_method": "sequential"}}.get(sampler, {})  # fmt: skip
         with model:
             idata = sluice.pymc.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,

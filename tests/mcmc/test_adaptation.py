@@ -109,7 +109,7 @@ def _warmup(fn, x0, num_warmup, key, buffers=(), feed="state", kernel=None):
 
     ``key`` may have a leading chain axis (then the chains are vmapped).
     """
-    kernel = kernel or sluice.nuts()
+    kernel = kernel or sluice.nuts(mass_matrix="diag")  # the diagonal estimators under test
     adapt = kernel.adaptation()
     schedule = window_schedule(num_warmup, *buffers)
 

@@ -58,6 +58,44 @@ def test_the_factor_squares_to_the_inverse_mass_matrix(x64):
     np.testing.assert_allclose(plain.dense(), np.diag(d), rtol=1e-12)
 
 
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_large_factor_applies_as_the_dense_matrix_with_or_without_directions(x64, kept):
+    # U of 2,000 x 4 entries: past metric.SKIP_ELEMENTS, so the products sit in a cond
+    rng = np.random.default_rng(1)
+    imm = _random_low_rank(rng, 2000, 4)
+    assert imm.vectors.size >= metric.SKIP_ELEMENTS
+    if not kept:
+        imm = imm._replace(values=jnp.ones(4))
+    d, u, lam = (np.asarray(a) for a in imm)
+    root = np.sqrt(d)[:, None] * (np.eye(2000) + u @ np.diag(np.sqrt(lam) - 1) @ u.T)
+    f = metric.factor(imm)
+    y, g = rng.normal(size=2000), rng.normal(size=2000)
+    np.testing.assert_allclose(metric.to_x(f, y), root @ y, rtol=1e-9)
+    np.testing.assert_allclose(metric.grad_y(f, g), root.T @ g, rtol=1e-9)
+    np.testing.assert_allclose(metric.to_y(f, root @ y), y, rtol=1e-9)
+
+
+def test_auto_fits_a_low_rank_metric_up_to_its_bound_and_a_diagonal_beyond(monkeypatch):
+    from sluice.mcmc import kernels
+
+    position = jnp.zeros(3, jnp.float32)
+    point = sluice.nuts().init(position, lambda x: -0.5 * jnp.sum(x**2))  # with its gradient
+    auto = sluice.nuts()
+    assert auto.mass_matrix == "auto"
+    state = auto.adaptation().init(point, 1.0)
+    assert isinstance(state.inverse_mass_matrix, metric.LowRank)
+    assert state.window.shape == (128, 2, 3)
+    # a point without its gradient: the diagonal (Stan's estimator)
+    state = auto.adaptation().init(position, 1.0)
+    assert state.inverse_mass_matrix.shape == (3,) and state.window is None
+    monkeypatch.setattr(kernels, "LOW_RANK_MAX_DIM", 2)
+    state = sluice.nuts().adaptation().init(point, 1.0)
+    assert state.inverse_mass_matrix.shape == (3,) and state.window is None
+    # an explicit choice is kept whatever the size
+    state = sluice.nuts(mass_matrix="low_rank").adaptation().init(point, 1.0)
+    assert isinstance(state.inverse_mass_matrix, metric.LowRank)
+
+
 def _gaussian(rng, dim, strong):
     """A covariance with scales over a decade and ``strong`` far-from-round directions."""
     q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
@@ -129,8 +167,9 @@ def test_mass_matrix_settings_are_validated_and_round_trip():
     # the shortcuts of sluice.sample override either name
     from sluice.mcmc.kernels import get_kernel
 
-    assert get_kernel(sluice.nuts(dense_mass=True), dense_mass=False).mass_matrix == "diag"
+    assert get_kernel(sluice.nuts(dense_mass=True), dense_mass=False).mass_matrix == "auto"
     assert get_kernel(kernel, dense_mass=False).mass_matrix == "low_rank"
+    assert get_kernel("nuts", dense_mass=False).mass_matrix == "auto"
     assert get_kernel("nuts", mass_matrix="low_rank").dense_mass is False
     assert get_kernel("hmc", dense_mass=True).mass_matrix == "dense"
     with pytest.raises(ValueError, match="mass_matrix must be one of"):
@@ -181,7 +220,7 @@ def test_the_adapted_metric_finds_the_posteriors_long_direction(correlated):
     diag = sluice.sample(
         lambda x: -0.5 * x @ jnp.asarray(np.linalg.inv(cov), jnp.float32) @ x,
         init=jnp.zeros(10, jnp.float32), chains=4, warmup=600, draws=200, seed=4,
-        progress=False,
+        progress=False, mass_matrix="diag",
     )  # fmt: skip
     steps = lambda r: np.asarray(r.sample_stats["n_steps"]).mean()  # noqa: E731
     assert steps(diag) > 3 * steps(run), (steps(diag), steps(run))

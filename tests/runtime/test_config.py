@@ -123,7 +123,7 @@ def test_to_json_by_hand():
         "chains": 3, "warmup": 20, "draws": 40, "chunk_size": 10,
         "kernel": {"name": "hmc", "num_integration_steps": 4, "target_accept": 0.8,
                    "dense_mass": False, "divergence_threshold": 1000.0,
-                   "initial_step_size": 1.0, "mass_matrix": "diag", "max_rank": 16},
+                   "initial_step_size": 1.0, "mass_matrix": "auto", "max_rank": 16},
         "chain_method": "vectorized", "seed": 11, "default_stats": True,
         "statistics": ["moments", "sums"], "until": None, "superchains": None,
     }  # fmt: skip

@@ -307,8 +307,9 @@ def sample(
         sluice's options, passed to :func:`sluice.sample`: ``sink``,
         ``chunk_size``, ``num_chunks``, ``stats``, ``default_stats``,
         ``kernel``, ``chain_method``, ``devices``, ``max_tree_depth``,
-        ``dense_mass``, ``mass_matrix`` (``"low_rank"``: nutpie's low-rank
-        metric). ``cores``, ``compute_convergence_checks`` and
+        ``dense_mass``, ``mass_matrix`` (default ``"auto"``: nutpie's low-rank
+        plus diagonal metric up to 10,000 elements; ``"diag"``: the diagonal
+        alone). ``cores``, ``compute_convergence_checks`` and
         ``keep_warning_stat`` are accepted and ignored (sluice places chains
         on devices itself).
 
@@ -328,8 +329,8 @@ def sample(
         )
     if init not in ("jitter+adapt_diag", "adapt_diag"):
         raise ValueError(
-            f"init must be 'jitter+adapt_diag' or 'adapt_diag', got {init!r} (sluice adapts a "
-            "diagonal metric; for a dense one pass dense_mass=True)"
+            f"init must be 'jitter+adapt_diag' or 'adapt_diag', got {init!r} (sluice adapts its "
+            "own metric: mass_matrix='auto', 'diag', 'dense' or 'low_rank')"
         )
     for name in _PM_ACCEPTED_AND_IGNORED:
         options.pop(name, None)

@@ -38,7 +38,9 @@ each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
   window's last ``WINDOW_DRAWS`` draws and gradients the directions where the
   posterior, scaled by that diagonal, is far from round
   (:func:`sluice.mcmc.metric.fit_low_rank`). The draws are kept in a ring of
-  fixed size, so the state does not grow with the window.
+  fixed size, so the state does not grow with the window. With
+  ``low_rank_max_dim`` a position of more elements takes the diagonal alone:
+  the ring holds ``2 * WINDOW_DRAWS`` numbers per element and chain.
 
 Everything here is written for one chain and one warmup step so that the
 engine can scan over steps in chunks and batch over chains. The schedule is a
@@ -175,23 +177,31 @@ def window_adaptation(
     kappa: float = 0.75,
     gradient_metric: bool = True,
     low_rank: int = 0,
+    low_rank_max_dim: int | None = None,
 ) -> WindowAdaptation:
     """Window adaptation for one chain (see the module docstring).
 
     ``gradient_metric=False`` keeps Stan's variance estimator even when the
     gradients are given. ``low_rank=k > 0``: a low-rank plus diagonal metric
-    with at most ``k`` directions (needs the gradients).
+    with at most ``k`` directions (needs the gradients). ``low_rank_max_dim``
+    makes it a preference (``mass_matrix="auto"``): a position of more
+    elements, or a point given without its gradient, takes the diagonal.
+    Which one a state holds is a matter of shapes: the ring (``state.window``)
+    is ``None`` for the diagonal.
     """
     if low_rank and (dense_mass or not gradient_metric):
         raise ValueError("a low-rank metric is fitted from gradients, on a diagonal")
     ring = WINDOW_DRAWS if low_rank else 0
 
     def init(point, step_size: jax.Array) -> AdaptationState:
-        position, _ = _split(point)
+        position, grad = _split(point)
         dim = position.shape[0]
         dtype = position.dtype
         eye = jnp.ones(dim, dtype) if not dense_mass else jnp.eye(dim, dtype=dtype)
-        imm = metric.identity_low_rank(dim, low_rank, dtype) if low_rank else eye
+        fitted = bool(low_rank) and (
+            low_rank_max_dim is None or (grad is not None and dim <= low_rank_max_dim)
+        )
+        imm = metric.identity_low_rank(dim, low_rank, dtype) if fitted else eye
         log_eps = jnp.log(jnp.asarray(step_size, dtype))
         return AdaptationState(
             log_step_size=log_eps,
@@ -205,7 +215,7 @@ def window_adaptation(
             grad_mean=jnp.zeros(dim, dtype),
             grad_m2=jnp.zeros(dim, dtype),
             inverse_mass_matrix=imm,
-            window=jnp.zeros((ring, 2, dim), dtype) if ring else None,
+            window=jnp.zeros((ring, 2, dim), dtype) if fitted else None,
         )
 
     def _dual_averaging(state: AdaptationState, acceptance_rate: jax.Array) -> AdaptationState:
@@ -246,7 +256,7 @@ def window_adaptation(
             count=count, mean=means[0], m2=m2s[0], grad_mean=means[1], grad_m2=m2s[1]
         )
 
-    def _end_window(state: AdaptationState, window: jax.Array) -> AdaptationState:
+    def _end_window(state: AdaptationState, window: jax.Array | None) -> AdaptationState:
         n = state.count.astype(state.mean.dtype)
         estimate = state.m2 / jnp.maximum(n - 1.0, 1.0)  # the draws' (co)variance
         if dense_mass:
@@ -262,7 +272,7 @@ def window_adaptation(
         # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
         shrunk = (n / (n + 5.0)) * estimate + 1e-3 * (5.0 / (n + 5.0)) * regulariser
         shrunk = shrunk.astype(state.mean.dtype)
-        if low_rank:
+        if window is not None:  # a low-rank metric
             valid = jnp.arange(ring) < state.count  # the ring's rows that hold draws
             shrunk = metric.fit_low_rank(
                 window[:, 0], window[:, 1], valid, shrunk, low_rank, cutoff=metric.CUTOFF
@@ -288,7 +298,7 @@ def window_adaptation(
         window, state = state.window, state._replace(window=None)
         state = _dual_averaging(state, acceptance_rate)
         in_slow = (t >= schedule.slow_start) & (t < schedule.slow_end)
-        if ring:
+        if window is not None:  # a low-rank metric
             position, grad = _split(point)
             if grad is None:
                 raise ValueError("a low-rank metric needs the kernel state's gradient")

@@ -39,7 +39,11 @@ __all__ = [
 ]
 
 
-MASS_MATRICES = ("diag", "dense", "low_rank")
+MASS_MATRICES = ("auto", "diag", "dense", "low_rank")
+# mass_matrix="auto": the low-rank metric up to this many elements, the diagonal beyond.
+# Its warmup ring holds 2 * WINDOW_DRAWS numbers per element and chain (10,000
+# elements: 10 MiB per float32 chain), and each window's fit an SVD of those draws.
+LOW_RANK_MAX_DIM = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +52,7 @@ class _HMCFamily:
     dense_mass: bool = False
     divergence_threshold: float = 1000.0
     initial_step_size: float = 1.0
-    mass_matrix: str = "diag"
+    mass_matrix: str = "auto"
     max_rank: int = 16
 
     def __post_init__(self) -> None:
@@ -83,17 +87,21 @@ class _HMCFamily:
         return KernelState(position, logdensity, grad)
 
     @property
-    def _low_rank(self) -> int:
-        return self.max_rank if self.mass_matrix == "low_rank" else 0
+    def _low_rank(self) -> dict[str, Any]:
+        if self.mass_matrix == "low_rank":
+            return {"low_rank": self.max_rank}
+        if self.mass_matrix == "auto":
+            return {"low_rank": self.max_rank, "low_rank_max_dim": LOW_RANK_MAX_DIM}
+        return {}
 
     def adaptation(self) -> WindowAdaptation:
-        return window_adaptation(self.target_accept, self.dense_mass, low_rank=self._low_rank)
+        return window_adaptation(self.target_accept, self.dense_mass, **self._low_rank)
 
     def warmup(self) -> Warmup:
         """Stan's window adaptation; the step size is searched anew (Stan's
         ``init_stepsize``) at the start and after each slow window's new metric."""
         return window_warmup(
-            self.target_accept, self.dense_mass, self.initial_step_size, low_rank=self._low_rank
+            self.target_accept, self.dense_mass, self.initial_step_size, **self._low_rank
         )
 
     def to_config(self) -> dict[str, Any]:
@@ -134,12 +142,14 @@ class NUTS(_HMCFamily):
     divergence_threshold
         Energy error above which a transition is divergent.
     mass_matrix
-        ``"diag"`` (default: the Fisher diagonal from draws and gradients),
-        ``"dense"`` (the draws' covariance, Stan's), or ``"low_rank"``: the
+        ``"auto"`` (default): ``"low_rank"`` for a posterior of at most
+        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` beyond;
+        ``"diag"``: the Fisher diagonal from draws and gradients;
+        ``"dense"``: the draws' covariance (Stan's); ``"low_rank"``: the
         Fisher diagonal plus up to ``max_rank`` directions fitted from draws
         and gradients as nutpie does (:mod:`sluice.mcmc.metric`), for
         posteriors with strong correlations; a step then costs ``O(dim *
-        max_rank)`` more.
+        max_rank)`` more where directions were kept.
     max_rank
         Most directions of a low-rank metric, default 16.
 
@@ -234,6 +244,7 @@ def window_warmup(
     to_params: Callable[[jax.Array, jax.Array], Any] = KernelParams,
     step_size_only: bool = False,
     low_rank: int = 0,
+    low_rank_max_dim: int | None = None,
 ) -> Warmup:
     """Stan's window adaptation of a step size and an inverse mass matrix, as a :class:`Warmup`.
 
@@ -243,9 +254,12 @@ def window_warmup(
     parameters. ``step_size_only``: no slow windows (dual averaging of the step
     size over the whole warmup, from ``initial_step_size``; for kernels such as
     MALA whose step size is not a leapfrog step's). ``low_rank=k``: a low-rank
-    plus diagonal metric of at most ``k`` directions (:mod:`sluice.mcmc.metric`).
+    plus diagonal metric of at most ``k`` directions (:mod:`sluice.mcmc.metric`),
+    for positions of at most ``low_rank_max_dim`` elements (``None``: any).
     """
-    adapt = window_adaptation(target_accept, dense_mass, low_rank=low_rank)
+    adapt = window_adaptation(
+        target_accept, dense_mass, low_rank=low_rank, low_rank_max_dim=low_rank_max_dim
+    )
 
     def params(state):
         return to_params(*adapt.params(state))
@@ -306,8 +320,8 @@ def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "dense_mass" in overrides and "mass_matrix" not in overrides:
         # dense_mass=False undoes a dense metric (only): both settings name it
-        current = getattr(kernel, "mass_matrix", "diag")
-        fallback = "diag" if current == "dense" else current
+        current = getattr(kernel, "mass_matrix", "auto")  # "nuts" / "hmc": the default
+        fallback = "auto" if current == "dense" else current
         overrides["mass_matrix"] = "dense" if overrides["dense_mass"] else fallback
     if "mass_matrix" in overrides and "dense_mass" not in overrides:
         overrides["dense_mass"] = overrides["mass_matrix"] == "dense"

@@ -75,6 +75,9 @@ __all__ = [
 ]
 
 
+# A LowRank metric with no direction kept skips U's products when U has at least this
+# many entries (a branch costs more than the products of a small U).
+SKIP_ELEMENTS = 4096
 CUTOFF = 2.0  # eigenvalues within [1 / CUTOFF, CUTOFF] are left to the diagonal (docstring)
 
 
@@ -128,8 +131,15 @@ def factor(inverse_mass_matrix):
 
 
 def _sym(f: LowRankFactor, coefficient: jax.Array, z: jax.Array) -> jax.Array:
-    """``(I + U diag(coefficient) U') z``."""
-    return z + f.vectors @ (coefficient * (z @ f.vectors))
+    """``(I + U diag(coefficient) U') z``; skipped where every coefficient is zero
+    (no direction kept) and ``U`` has at least :data:`SKIP_ELEMENTS` entries."""
+
+    def apply(z):
+        return z + f.vectors @ (coefficient * (z @ f.vectors))
+
+    if f.vectors.size < SKIP_ELEMENTS:
+        return apply(z)
+    return jax.lax.cond(jnp.any(coefficient != 0), apply, lambda z: z, z)
 
 
 def to_x(f, y: jax.Array) -> jax.Array:
