@@ -877,7 +877,7 @@ AREAS: tuple[Area, ...] = (
             Job(  # the two compile-bound models, five fresh processes a sampler
                 "pymc-models-small",
                 ("bench/pymc_models.py", "--models", "eight_schools,radon",
-                 "--samplers", "sluice,numpyro,nutpie", "--reps", "5"),
+                 "--samplers", "sluice,sluice-diag,numpyro,nutpie", "--reps", "5"),
                 parse_rows,
                 ("bench/pymc_models.py", "--models", "eight_schools", "--samplers", "sluice"),
                 json=True,
@@ -919,22 +919,22 @@ AREAS: tuple[Area, ...] = (
             "Five PyMC models (logistic regression 2,000 x 200, radon-like varying intercepts, "
             "stochastic volatility over 500 days, non-centred eight schools, a marginal "
             "Gaussian process of 100 points), 4 chains x (1,000 tuning + 1,000 draws), each "
-            "library's defaults, each row the median of two fresh processes (five for the eight schools and radon rows of `sluice`, `numpyro` and `nutpie`): `sluice` is `sluice.pymc.sample` "
-            "as a user gets it (one JAX CPU device per core), `sluice-one-device` the same on "
-            "JAX's single CPU device (`SLUICE_CPU_DEVICES=1`), `numpyro` is "
-            "`pm.sample(nuts_sampler='numpyro')`, `sluice-low-rank` is `sluice` with "
-            "`mass_matrix='low_rank'` (a run of its own beside `numpyro` and `nutpie`, on the "
-            "three models where those led), `nutpie` is `nutpie.compile_pymc_model` + "
-            "`nutpie.sample`. *wall* runs from building the model to the InferenceData "
-            "(imports excluded), *sampling* is the sampling time each library reports; *min "
-            "ESS bulk* is ArviZ's over every scalar of the free variables; the ratio divides "
-            "ESS/s over wall by the best of `numpyro` and `nutpie`. The stochastic "
-            "volatility and GP rows of `sluice`, `sluice-low-rank` and `nutpie` come from a "
-            "run of their own, and the GP's `sluice-one-device` row from another (both "
-            "without PyMC's NumPyro path, whose rows for these two models, 1.0 and 19 ESS/s, "
-            "come from the five-model run): their ratio is to `nutpie`. Where the two sluice "
-            "rows have the same min ESS the chains ran sequentially, whose draws do not "
-            "depend on the layout."
+            "library's defaults, each row the median of two fresh processes (five for the "
+            "eight schools and radon rows of `sluice`, `sluice-diag`, `numpyro` and `nutpie`): "
+            "`sluice` is `sluice.pymc.sample` as a user gets it (one JAX CPU device per core; "
+            "`mass_matrix='auto'`, which on these models is nutpie's low-rank plus diagonal "
+            "metric), `sluice-diag` the same with `mass_matrix='diag'`, `sluice-one-device` "
+            "the diagonal metric on JAX's single CPU device (`SLUICE_CPU_DEVICES=1`), "
+            "`sluice-low-rank` an explicit `mass_matrix='low_rank'` (older runs, when the "
+            "default was the diagonal), `numpyro` is `pm.sample(nuts_sampler='numpyro')`, "
+            "`nutpie` is `nutpie.compile_pymc_model` + `nutpie.sample`. *wall* runs from "
+            "building the model to the InferenceData (imports excluded), *sampling* is the "
+            "sampling time each library reports; *min ESS bulk* is ArviZ's over every scalar "
+            "of the free variables; the ratio divides ESS/s over wall by the best of "
+            "`numpyro` and `nutpie` in the same run (to the one that ran, where only one "
+            "did). Rows of different dates "
+            "come from different runs: this machine's speed varies by 10-30% between runs "
+            "(PyMC's NumPyro path on the GP: 126 s one day, 185 s another)."
         ),
     ),
     Area(
