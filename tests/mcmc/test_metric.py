@@ -85,6 +85,9 @@ def test_auto_fits_a_low_rank_metric_up_to_its_bound_and_a_diagonal_beyond(monke
     state = auto.adaptation().init(point, 1.0)
     assert isinstance(state.inverse_mass_matrix, metric.LowRank)
     assert state.window.shape == (128, 2, 3)
+    # one element: no direction to fit
+    one = sluice.nuts().init(jnp.zeros(1), lambda x: -0.5 * jnp.sum(x**2))
+    assert auto.adaptation().init(one, 1.0).window is None
     # a point without its gradient: the diagonal (Stan's estimator)
     state = auto.adaptation().init(position, 1.0)
     assert state.inverse_mass_matrix.shape == (3,) and state.window is None

@@ -185,7 +185,8 @@ def window_adaptation(
     gradients are given. ``low_rank=k > 0``: a low-rank plus diagonal metric
     with at most ``k`` directions (needs the gradients). ``low_rank_max_dim``
     makes it a preference (``mass_matrix="auto"``): a position of more
-    elements, or a point given without its gradient, takes the diagonal.
+    elements, or of one (no direction to fit), or a point given without its
+    gradient, takes the diagonal.
     Which one a state holds is a matter of shapes: the ring (``state.window``)
     is ``None`` for the diagonal.
     """
@@ -199,7 +200,7 @@ def window_adaptation(
         dtype = position.dtype
         eye = jnp.ones(dim, dtype) if not dense_mass else jnp.eye(dim, dtype=dtype)
         fitted = bool(low_rank) and (
-            low_rank_max_dim is None or (grad is not None and dim <= low_rank_max_dim)
+            low_rank_max_dim is None or (grad is not None and 2 <= dim <= low_rank_max_dim)
         )
         imm = metric.identity_low_rank(dim, low_rank, dtype) if fitted else eye
         log_eps = jnp.log(jnp.asarray(step_size, dtype))

@@ -142,8 +142,8 @@ class NUTS(_HMCFamily):
     divergence_threshold
         Energy error above which a transition is divergent.
     mass_matrix
-        ``"auto"`` (default): ``"low_rank"`` for a posterior of at most
-        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` beyond;
+        ``"auto"`` (default): ``"low_rank"`` for a posterior of 2 to
+        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise;
         ``"diag"``: the Fisher diagonal from draws and gradients;
         ``"dense"``: the draws' covariance (Stan's); ``"low_rank"``: the
         Fisher diagonal plus up to ``max_rank`` directions fitted from draws

@@ -131,14 +131,21 @@ def factor(inverse_mass_matrix):
 
 
 def _sym(f: LowRankFactor, coefficient: jax.Array, z: jax.Array) -> jax.Array:
-    """``(I + U diag(coefficient) U') z``; skipped where every coefficient is zero
-    (no direction kept) and ``U`` has at least :data:`SKIP_ELEMENTS` entries."""
+    """``(I + U diag(coefficient) U') z``.
+
+    A ``U`` of fewer than :data:`SKIP_ELEMENTS` entries is applied by broadcast
+    products and sums, which XLA:CPU compiles in about half the time of two
+    ``dot`` ops (twelve applications of a 10 x 16 ``U`` in a loop, classic
+    emitters: 0.45 s with dots, 0.25 s with broadcasts, 0.08 s with neither),
+    and NUTS applies it at about a dozen places. A larger one goes through
+    ``dot`` and is skipped where every coefficient is zero (no direction kept)."""
+    u = f.vectors
+    if u.size < SKIP_ELEMENTS:
+        return z + jnp.sum(u * (coefficient * jnp.sum(u * z[..., None], axis=-2))[..., None, :], -1)
 
     def apply(z):
-        return z + f.vectors @ (coefficient * (z @ f.vectors))
+        return z + u @ (coefficient * (z @ u))
 
-    if f.vectors.size < SKIP_ELEMENTS:
-        return apply(z)
     return jax.lax.cond(jnp.any(coefficient != 0), apply, lambda z: z, z)
 
 

@@ -79,8 +79,8 @@ def sample(
         ``sluice.kernels.from_numpyro(numpyro.infer.NUTS)`` (:mod:`sluice.kernels`).
     target_accept, max_tree_depth, dense_mass, mass_matrix
         Shortcuts that override the kernel's settings (``mass_matrix``:
-        ``"auto"``, the default: low rank plus diagonal up to 10,000 elements,
-        the diagonal beyond; ``"diag"``, ``"dense"`` or ``"low_rank"``;
+        ``"auto"``, the default: low rank plus diagonal for 2 to 10,000
+        elements, the diagonal otherwise; ``"diag"``, ``"dense"`` or ``"low_rank"``;
         :class:`sluice.mcmc.kernels.NUTS`).
     chain_method
         ``"vectorized"`` (``vmap`` over the chains of a device),
