@@ -75,8 +75,9 @@ __all__ = [
 ]
 
 
-# A LowRank metric with no direction kept skips U's products when U has at least this
-# many entries (a branch costs more than the products of a small U).
+# A U of fewer entries is applied by broadcasts (quicker to compile than dots); one of at
+# least this many by dots, skipped by a cond where no direction was kept (for a small U
+# the branch costs more than the products). See _sym.
 SKIP_ELEMENTS = 4096
 CUTOFF = 2.0  # eigenvalues within [1 / CUTOFF, CUTOFF] are left to the diagonal (docstring)
 
