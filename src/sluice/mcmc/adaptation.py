@@ -192,7 +192,6 @@ def window_adaptation(
     """
     if low_rank and (dense_mass or not gradient_metric):
         raise ValueError("a low-rank metric is fitted from gradients, on a diagonal")
-    ring = WINDOW_DRAWS if low_rank else 0
 
     def init(point, step_size: jax.Array) -> AdaptationState:
         position, grad = _split(point)
@@ -216,7 +215,7 @@ def window_adaptation(
             grad_mean=jnp.zeros(dim, dtype),
             grad_m2=jnp.zeros(dim, dtype),
             inverse_mass_matrix=imm,
-            window=jnp.zeros((ring, 2, dim), dtype) if fitted else None,
+            window=jnp.zeros((WINDOW_DRAWS, 2, dim), dtype) if fitted else None,
         )
 
     def _dual_averaging(state: AdaptationState, acceptance_rate: jax.Array) -> AdaptationState:
@@ -274,7 +273,7 @@ def window_adaptation(
         shrunk = (n / (n + 5.0)) * estimate + 1e-3 * (5.0 / (n + 5.0)) * regulariser
         shrunk = shrunk.astype(state.mean.dtype)
         if window is not None:  # a low-rank metric
-            valid = jnp.arange(ring) < state.count  # the ring's rows that hold draws
+            valid = jnp.arange(window.shape[0]) < state.count  # the rows that hold draws
             shrunk = metric.fit_low_rank(
                 window[:, 0], window[:, 1], valid, shrunk, low_rank, cutoff=metric.CUTOFF
             )
@@ -303,7 +302,7 @@ def window_adaptation(
             position, grad = _split(point)
             if grad is None:
                 raise ValueError("a low-rank metric needs the kernel state's gradient")
-            slot = state.count % ring
+            slot = state.count % window.shape[0]
             old = jax.lax.dynamic_index_in_dim(window, slot, 0, keepdims=False)
             row = jnp.where(in_slow, jnp.stack([position, grad]), old)
             window = jax.lax.dynamic_update_index_in_dim(window, row, slot, 0)
