@@ -23,7 +23,7 @@ def _percent(p: float) -> str:
 
 
 def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: Any = None) -> Any:
-    """A pandas DataFrame of a finalized :func:`~sluice.stats.summary_statistics` result.
+    """A pandas DataFrame of a finalized summary: :func:`sluice.stats.streaming.summary` or :func:`~sluice.stats.summary_statistics`.
 
     One row per scalar element, named as ``az.summary`` does (``beta[0]``,
     ``x[0, 1]``, ``sigma``); the columns of ``az.summary``: ``mean``, ``sd``,
@@ -33,8 +33,9 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
     Parameters
     ----------
     result
-        ``{output: tree}`` from ``finalize`` of :func:`summary_statistics` (or
-        :func:`diagnostics`), for a merged state (pooled over chains).
+        ``{output: tree}`` from ``finalize`` of :func:`sluice.stats.streaming.summary`
+        (the default statistics of a run), :func:`summary_statistics` or
+        :func:`diagnostics`, for a merged state (pooled over chains).
     interval
         ``"hdi"``: the highest-density interval (``hdi_3%``, ``hdi_97%`` for
         mass 0.94, like ``az.summary``), read from the histograms (the
@@ -51,13 +52,13 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
 
     Examples
     --------
-    >>> import jax, jax.numpy as jnp
+    >>> import jax
     >>> from sluice import stats
-    >>> s = stats.summary_statistics(num_draws=100)
-    >>> draws = jax.random.normal(jax.random.PRNGKey(0), (2, 100, 2, 2))
-    >>> run = jax.jit(lambda c: jax.lax.scan(lambda st, x: (s.update(st, {"x": x}), None),
-    ...                                      s.init({"x": draws[0, 0]}), c)[0])
-    >>> table = stats.summary_table(s.finalize(s.merge(run(draws[0]), run(draws[1]))))
+    >>> s = stats.streaming.summary(100)
+    >>> chains = jax.random.normal(jax.random.PRNGKey(0), (2, 116, 2, 2))
+    >>> pilot = chains[:, :16].reshape(-1, 2, 2)  # stands in for the final warmup draws
+    >>> states = [s.update_block(s.init(pilot), c[16:], 100) for c in chains]
+    >>> table = stats.summary_table(s.finalize(s.merge(*states)))
     >>> table.index.tolist()
     ['x[0, 0]', 'x[0, 1]', 'x[1, 0]', 'x[1, 1]']
     >>> table.columns.tolist()
