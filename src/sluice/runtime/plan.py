@@ -19,7 +19,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
 from sluice import stats as _stats
 from sluice._jax import compile as programs
@@ -208,8 +207,10 @@ class Plan:
             return np.ascontiguousarray(np.broadcast_to(flat, (len(ids), flat.size)))
         if self.config.superchains is not None:  # the chains of a superchain share a start
             ids = ids // (self.config.chains // self.config.superchains)
-        points = self.model.initial_points(self.keys.points, ids)
-        return jax.vmap(lambda p: ravel_pytree(p)[0])(points)
+        points = jax.tree.leaves(self.model.initial_points(self.keys.points, ids))
+        return np.concatenate(  # ravel_pytree's order and cast, per chain, on the host
+            [np.asarray(x, self.flat.dtype).reshape(len(ids), -1) for x in points], axis=1
+        )
 
 
 def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> float | None:

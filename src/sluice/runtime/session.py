@@ -22,7 +22,6 @@ import warnings
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from sluice._jax import compile as programs
@@ -242,7 +241,7 @@ class Session:
     # -- starting --------------------------------------------------------------------
     def _init_args(self, positions: Any) -> tuple:
         p = self.plan
-        example = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), p.flat.draw_shapes())
+        example = jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), p.flat.draw_shapes())
         return (p.flat.consts, positions, self.chain_ids, p.keys, example)
 
     def _timed(self, phase: str, t0: float, compile_before: float) -> None:
