@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 
+from sluice._jax import compile as programs
 from sluice.io.sinks import resolve_sink
 from sluice.mcmc.kernel import Kernel
 from sluice.mcmc.kernels import get_kernel
@@ -164,7 +165,8 @@ def sample(
         until=until,
         superchains=superchains,
     )
-    plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
+    with programs.gc_paused():  # traces the model
+        plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
     try:
         open_sink(plan, sink)
         session = Session(plan, sink, progress)
