@@ -877,7 +877,7 @@ AREAS: tuple[Area, ...] = (
             Job(  # the two compile-bound models, five fresh processes a sampler
                 "pymc-models-small",
                 ("bench/pymc_models.py", "--models", "eight_schools,radon",
-                 "--samplers", "sluice,sluice-diag,sluice-gc,numpyro,nutpie", "--reps", "5"),
+                 "--samplers", "sluice,sluice-diag,numpyro,nutpie", "--reps", "5"),
                 parse_rows,
                 ("bench/pymc_models.py", "--models", "eight_schools", "--samplers", "sluice"),
                 json=True,
@@ -908,7 +908,6 @@ AREAS: tuple[Area, ...] = (
             ("runs", "runs", "d"),
             ("wall_s", "wall s", ".1f"),
             ("sampling_s", "sampling s", ".2f"),
-            ("gc_s", "gc s", ".2f"),
             ("min_ess_bulk", "min ESS bulk", ".0f"),
             ("ess_per_s_wall", "ESS/s wall", ".1f"),
             ("ess_per_s_sampling", "ESS/s sampling", ".0f"),
@@ -927,16 +926,13 @@ AREAS: tuple[Area, ...] = (
             "metric), `sluice-diag` the same with `mass_matrix='diag'`, `sluice-one-device` "
             "the diagonal metric on JAX's single CPU device (`SLUICE_CPU_DEVICES=1`), "
             "`sluice-low-rank` an explicit `mass_matrix='low_rank'` (older runs, when the "
-            "default was the diagonal), `sluice-gc` the default with Python's garbage collector "
-            "left running while sluice traces (`sluice._jax.compile.gc_paused` a no-op), "
-            "`numpyro` is `pm.sample(nuts_sampler='numpyro')`, "
+            "default was the diagonal), `numpyro` is `pm.sample(nuts_sampler='numpyro')`, "
             "`nutpie` is `nutpie.compile_pymc_model` + `nutpie.sample`. *wall* runs from "
             "building the model to the InferenceData (imports excluded), *sampling* is the "
             "sampling time each library reports; *min ESS bulk* is ArviZ's over every scalar "
             "of the free variables; the ratio divides ESS/s over wall by the best of "
             "`numpyro` and `nutpie` in the same run (to the one that ran, where only one "
-            "did); *gc* is the time Python's garbage collector ran within *wall* (every "
-            "thread). Rows of different dates "
+            "did). Rows of different dates "
             "come from different runs: this machine's speed varies by 10-30% between runs "
             "(PyMC's NumPyro path on the GP: 126 s one day, 185 s another)."
         ),

@@ -7,9 +7,7 @@ diagonal metric alone, as ``sluice-one-device`` on JAX's single CPU device
 (``SLUICE_CPU_DEVICES=1``), to show what the cores add, and, when named, as
 ``sluice-low-rank`` (``mass_matrix="low_rank"``, what ``"auto"`` picks below
 10,000 elements) and ``sluice-sequential`` with ``chain_method="sequential"``
-(each device's chains one after another, where ``"auto"`` may vectorize them)
-and ``sluice-gc``, with Python's garbage collector left running while sluice
-traces (``sluice._jax.compile.gc_paused`` made a no-op).
+(each device's chains one after another, where ``"auto"`` may vectorize them).
 
 Each measurement is a fresh process that builds the PyMC model and samples it
 to an ``arviz.InferenceData`` (4 chains, 1,000 tuning + 1,000 draws, each
@@ -18,8 +16,7 @@ construction to the InferenceData in hand (imports excluded), *sampling* the
 sampling time the library reports (``posterior.attrs["sampling_time"]`` for
 PyMC's JAX path and sluice; the ``nutpie.sample`` call for nutpie, whose
 compile is timed apart). *min ESS* is ArviZ's bulk ESS, the smallest over
-every scalar of the posterior's free variables. *gc* is the time Python's
-cyclic garbage collector ran in that span (every thread).
+every scalar of the posterior's free variables.
 
 Models:
 
@@ -42,7 +39,6 @@ Commands::
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -55,7 +51,7 @@ from harness import emit_result, machine_info, markdown_table, median, run_isola
 
 MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
 SAMPLERS = ("sluice", "sluice-diag", "sluice-one-device", "numpyro", "nutpie")
-EXTRA_SAMPLERS = ("sluice-low-rank", "sluice-sequential", "sluice-gc")  # only when named
+EXTRA_SAMPLERS = ("sluice-low-rank", "sluice-sequential")  # run only when named in --samplers
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -133,27 +129,11 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     import arviz as az
     import pymc as pm
 
-    collecting = [0.0, 0.0]  # total seconds, start of the current collection
-
-    def on_gc(phase: str, _info: dict) -> None:
-        if phase == "start":
-            collecting[1] = time.perf_counter()
-        else:
-            collecting[0] += time.perf_counter() - collecting[1]
-
-    if sampler == "sluice-gc":
-        import contextlib
-
-        from sluice._jax import compile as programs
-
-        programs.gc_paused = contextlib.nullcontext
-        programs.collect_deferred = lambda: None
-    gc.callbacks.append(on_gc)
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
     if sampler in ("sluice", "sluice-diag", "sluice-one-device", "sluice-low-rank",
-                   "sluice-sequential", "sluice-gc"):
+                   "sluice-sequential"):
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
@@ -184,7 +164,6 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     else:
         raise ValueError(f"unknown sampler {sampler!r}; choose from {SAMPLERS}")
     wall = time.perf_counter() - t0
-    gc.callbacks.remove(on_gc)
     ess = az.ess(idata.posterior[free], method="bulk")
     min_ess = float(min(float(ess[v].min()) for v in free))
     return {
@@ -194,7 +173,6 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
         "wall_s": wall,
         "sampling_s": sampling,
         "compile_s": compile_s,
-        "gc_s": collecting[0],
         "min_ess_bulk": min_ess,
         "ess_per_s_wall": min_ess / wall,
         "ess_per_s_sampling": min_ess / sampling,
@@ -239,7 +217,6 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({
                 "model": model, "sampler": sampler, "runs": len(rs),
                 "wall_s": median([r["wall_s"] for r in rs]),
-                "gc_s": median([r.get("gc_s") for r in rs]),
                 "sampling_s": median([r["sampling_s"] for r in rs]),
                 "min_ess_bulk": median([r["min_ess_bulk"] for r in rs]),
                 "ess_per_s_wall": wall_rate,
@@ -253,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(markdown_table(rows, [
         ("model", "model", ""), ("sampler", "sampler", ""), ("runs", "runs", "d"),
-        ("wall_s", "wall s", ".1f"), ("sampling_s", "sampling s", ".1f"), ("gc_s", "gc s", ".2f"),
+        ("wall_s", "wall s", ".1f"), ("sampling_s", "sampling s", ".1f"),
         ("min_ess_bulk", "min ESS bulk", ".0f"), ("ess_per_s_wall", "ESS/s wall", ".1f"),
         ("ess_per_s_sampling", "ESS/s sampling", ".1f"),
         ("ratio", "ESS/s wall / best other", ".2f"), ("divergent", "divergent", ".0f"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 
 import jax
@@ -236,37 +235,3 @@ def test_the_chunk_programs_options_do_not_depend_on_the_devices():
     big = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(1000)})
     long = RunConfig(chains=4, warmup=1000, draws=100_000)
     assert Plan.build(long, big, sink=MemorySink()).compile_options is None
-
-
-def test_gc_paused_nests_and_restores_the_collectors_state():
-    was = gc.isenabled()
-    try:
-        gc.enable()
-        inner_done = threading.Event()
-        release = threading.Event()
-
-        def other():  # a second holder (the background compile thread)
-            with programs.gc_paused():
-                inner_done.set()
-                release.wait(10)
-
-        with programs.gc_paused():
-            assert not gc.isenabled()
-            thread = threading.Thread(target=other)
-            thread.start()
-            assert inner_done.wait(10)
-        assert not gc.isenabled()  # the other holder still pauses it
-        release.set()
-        thread.join()
-        assert gc.isenabled()
-        gc.disable()  # off before the pause: stays off, and nothing is collected
-        collections = gc.get_stats()[2]["collections"]
-        with programs.gc_paused():
-            programs.collect_deferred()
-        assert not gc.isenabled() and gc.get_stats()[2]["collections"] == collections
-        gc.enable()
-        with programs.gc_paused():
-            programs.collect_deferred()  # on before: the deferred full collection runs
-        assert gc.get_stats()[2]["collections"] == collections + 1
-    finally:
-        (gc.enable if was else gc.disable)()

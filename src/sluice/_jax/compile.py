@@ -39,12 +39,10 @@ never read, such as a test suite's.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import Any
 
@@ -61,12 +59,10 @@ __all__ = [
     "call",
     "clear",
     "clear_caches",
-    "collect_deferred",
     "compile_options",
     "compiled",
     "eager",
     "fill",
-    "gc_paused",
     "in_background",
     "loop_options",
     "lower",
@@ -188,57 +184,6 @@ class Pending:
         return self.lowered.out_info
 
 
-_GC_LOCK = threading.Lock()
-_GC_HOLDERS = 0
-_GC_WAS_ENABLED = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while tracing and lowering.
-
-    Tracing allocates hundreds of thousands of short-lived objects, and each
-    allocation may start a collection that walks the whole heap (a PyMC
-    model's process holds millions of objects): on a 2-core CPU the collector
-    ran 0.45 s of the ~5 s a PyMC eight-schools run takes from the model to
-    its InferenceData, 0.25 s with the pause, most of it in one full
-    collection that :func:`collect_deferred` runs while the chunk program
-    compiles (``python -m bench pymc-models/pymc-models-small``: ``sluice``
-    against ``sluice-gc``).
-    Nested and concurrent uses (the background compile thread) share one
-    pause; the collector's state before the first is restored after the
-    last. Tracing's garbage is freed by reference counting; its few cycles
-    wait for the next collection.
-    """
-    global _GC_HOLDERS, _GC_WAS_ENABLED
-    with _GC_LOCK:
-        if _GC_HOLDERS == 0:
-            _GC_WAS_ENABLED = gc.isenabled()
-            gc.disable()
-        _GC_HOLDERS += 1
-    try:
-        yield
-    finally:
-        with _GC_LOCK:
-            _GC_HOLDERS -= 1
-            if _GC_HOLDERS == 0 and _GC_WAS_ENABLED:
-                gc.enable()
-
-
-def collect_deferred() -> None:
-    """Run, inside a :func:`gc_paused` block, the collection that the pause defers.
-
-    Ending the pause otherwise starts a full collection at the next allocation
-    (0.2 s in the eight-schools run above: tracing leaves many long-lived
-    objects); a caller about to wait for a background compile, which releases
-    the GIL, runs it here, on a core that would idle. Nothing when the
-    collector was off before the pause."""
-    with _GC_LOCK:
-        collect = _GC_HOLDERS > 0 and _GC_WAS_ENABLED
-    if collect:
-        gc.collect()
-
-
 def lower(key: Hashable, fn: Callable, args: tuple) -> tuple[Future, Pending | None]:
     """Claim the entry of ``fn`` at ``args`` under ``key`` and lower it.
 
@@ -252,8 +197,7 @@ def lower(key: Hashable, fn: Callable, args: tuple) -> tuple[Future, Pending | N
     if not owner:
         return future, None
     try:
-        with gc_paused():
-            lowered = _jitted(fn).lower(*args)
+        lowered = _jitted(fn).lower(*args)
     except BaseException as error:
         _fail(entry, future, error)
         raise

@@ -352,10 +352,7 @@ def sample(
         raise TypeError(f"idata_kwargs {sorted(idata_kwargs)} are not supported by sluice")
     pm, _ = _require_pymc()
     model = pm.modelcontext(model)
-    with programs.gc_paused():  # PyTensor's rewrites and JAX's tracing allocate heavily
-        adapted = from_pymc(
-            model, log_likelihood=log_likelihood, jitter=init == "jitter+adapt_diag"
-        )
+    adapted = from_pymc(model, log_likelihood=log_likelihood, jitter=init == "jitter+adapt_diag")
     run = sluice.sample(
         adapted,
         chains=chains,

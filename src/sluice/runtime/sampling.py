@@ -14,7 +14,6 @@ from typing import Any
 
 import jax
 
-from sluice._jax import compile as programs
 from sluice.io.sinks import resolve_sink
 from sluice.mcmc.kernel import Kernel
 from sluice.mcmc.kernels import get_kernel
@@ -165,8 +164,7 @@ def sample(
         until=until,
         superchains=superchains,
     )
-    with programs.gc_paused():  # traces the model
-        plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
+    plan = Plan.build(config, model, sink=sink, init=init, stats=stats, devices=devices)
     try:
         open_sink(plan, sink)
         session = Session(plan, sink, progress)

@@ -253,38 +253,35 @@ class Session:
 
     def start(self) -> None:
         """Start every chain of this process from its initial point."""
-        with programs.gc_paused():  # mostly tracing and compiling
-            t0, c0 = time.perf_counter(), self.compiling
-            p, t = self.plan, self.topology
-            # the chunk program compiles from shapes: it starts before the chains' starting
-            # points are computed (a function init may be a program to compile itself)
-            spec = jax.ShapeDtypeStruct((t.slots_per_process, p.flat.dim), p.flat.dtype)
-            beside = self._compile_chunk_beside(self._init_args(spec))
+        t0, c0 = time.perf_counter(), self.compiling
+        p, t = self.plan, self.topology
+        # the chunk program compiles from shapes: it starts before the chains' starting
+        # points are computed (a function init may be a program to compile itself)
+        spec = jax.ShapeDtypeStruct((t.slots_per_process, p.flat.dim), p.flat.dtype)
+        beside = self._compile_chunk_beside(self._init_args(spec))
+        t1 = time.perf_counter()
+        positions = t.put_local(p.local_positions())
+        if callable(p.model.init):  # mostly a compile (the PyMC adapter's jittered start)
+            self.compiling += time.perf_counter() - t1
+        args = self._init_args(positions)
+        self.carry, grads = self._compiled("init", args)(*args)
+        real = self.topology.local_chains
+        if self.plan.check_init:  # from the init program's values: no program of its own
+            kernel = self.carry.kernel
+            n = real.stop - real.start
+            check_initial_values(
+                self.plan.flat,
+                self.topology.local(kernel.logdensity)[:n],
+                self.topology.local(kernel.logdensity_grad)[:n],
+                self.topology.local(kernel.position)[:n],
+            )
+        if beside is not None:  # the wait counts as compile time
             t1 = time.perf_counter()
-            positions = t.put_local(p.local_positions())
-            if callable(p.model.init):  # mostly a compile (the PyMC adapter's jittered start)
-                self.compiling += time.perf_counter() - t1
-            args = self._init_args(positions)
-            self.carry, grads = self._compiled("init", args)(*args)
-            real = self.topology.local_chains
-            if self.plan.check_init:  # from the init program's values: no program of its own
-                kernel = self.carry.kernel
-                n = real.stop - real.start
-                check_initial_values(
-                    self.plan.flat,
-                    self.topology.local(kernel.logdensity)[:n],
-                    self.topology.local(kernel.logdensity_grad)[:n],
-                    self.topology.local(kernel.position)[:n],
-                )
-            if beside is not None:  # the wait counts as compile time
-                t1 = time.perf_counter()
-                if beside.is_alive():  # a core idles while XLA compiles: collect there
-                    programs.collect_deferred()
-                beside.join()
-                self.compiling += time.perf_counter() - t1
-            local_grads = self.topology.local(grads)[: real.stop - real.start]
-            self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
-            self._timed("warmup_seconds", t0, c0)
+            beside.join()
+            self.compiling += time.perf_counter() - t1
+        local_grads = self.topology.local(grads)[: real.stop - real.start]
+        self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
+        self._timed("warmup_seconds", t0, c0)
 
     def restore(self, checkpoint: Checkpoint) -> None:
         """Continue from a checkpoint, possibly written on another device layout."""
