@@ -23,7 +23,7 @@ def _percent(p: float) -> str:
 
 
 def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: Any = None) -> Any:
-    """A pandas DataFrame of a finalized summary: :func:`sluice.stats.streaming.summary` or :func:`~sluice.stats.summary_statistics`.
+    """A pandas DataFrame of a finalized summary (streaming or exact statistics).
 
     One row per scalar element, named as ``az.summary`` does (``beta[0]``,
     ``x[0, 1]``, ``sigma``); the columns of ``az.summary``: ``mean``, ``sd``,
