@@ -143,7 +143,9 @@ class NUTS(_HMCFamily):
         Energy error above which a transition is divergent.
     mass_matrix
         ``"auto"`` (default): ``"low_rank"`` for a posterior of 2 to
-        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise;
+        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise, and
+        ``"diag"`` in a ``sluice.sample`` run on CPU too short to repay the
+        low-rank metric's compile (``sluice.runtime.plan.LOW_RANK_MIN_RUN_BYTES``);
         ``"diag"``: the Fisher diagonal from draws and gradients;
         ``"dense"``: the draws' covariance (Stan's); ``"low_rank"``: the
         Fisher diagonal plus up to ``max_rank`` directions fitted from draws

@@ -98,6 +98,7 @@ class Plan:
                 "not 'sequential'"
             )
         traffic = _run_traffic(config, flat, topology)
+        kernel = _resolve_mass_matrix(config.kernel, traffic)
         if chain_method == "auto":
             if across_chains:
                 chain_method = "vectorized"
@@ -131,6 +132,7 @@ class Plan:
                 **statistics,
             }
         config = config.replace(
+            kernel=kernel,
             chunk_size=chunk,
             num_chunks=None,
             chain_method=chain_method,
@@ -211,6 +213,31 @@ class Plan:
         return np.concatenate(  # ravel_pytree's order and cast, per chain, on the host
             [np.asarray(x, self.flat.dtype).reshape(len(ids), -1) for x in points], axis=1
         )
+
+
+# mass_matrix="auto" takes the diagonal metric for a CPU run expected to move fewer bytes
+# than this through its gradients (see _resolve_mass_matrix).
+LOW_RANK_MIN_RUN_BYTES = int(os.environ.get("SLUICE_LOW_RANK_MIN_RUN_BYTES", 2 * 2**30))
+
+
+def _resolve_mass_matrix(kernel: Any, traffic: float | None) -> Any:
+    """``kernel`` with ``mass_matrix="auto"`` made ``"diag"`` for a run too short to
+    repay the low-rank metric; any other kernel unchanged.
+
+    The low-rank metric costs a fixed ~0.7 s of tracing and compiling on this
+    project's 2-core CPU (PyMC's eight schools: 6.3 against 5.6 s from the model to
+    its InferenceData, medians of five fresh processes), and it can save at most the
+    sampling time, which that run's 0.58 GB of expected gradient traffic takes 0.3-0.4 s
+    of. Under :data:`LOW_RANK_MIN_RUN_BYTES` (2 GiB; ``_run_traffic``'s estimate, on
+    CPU) the diagonal is kept; radon-like varying intercepts at 4.7 GB gain
+    (``python -m bench pymc-models/pymc-models-small``). The estimate depends on the
+    model and the run's length only, so every device layout, process and resume of a
+    run decides alike, and the store records the decision."""
+    if getattr(kernel, "mass_matrix", None) != "auto" or not dataclasses.is_dataclass(kernel):
+        return kernel
+    if traffic is None or traffic >= LOW_RANK_MIN_RUN_BYTES:
+        return kernel
+    return dataclasses.replace(kernel, mass_matrix="diag")
 
 
 def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> float | None:

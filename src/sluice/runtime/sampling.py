@@ -80,7 +80,9 @@ def sample(
     target_accept, max_tree_depth, dense_mass, mass_matrix
         Shortcuts that override the kernel's settings (``mass_matrix``:
         ``"auto"``, the default: low rank plus diagonal for 2 to 10,000
-        elements, the diagonal otherwise; ``"diag"``, ``"dense"`` or ``"low_rank"``;
+        elements, the diagonal otherwise and for a CPU run too short to repay
+        the low-rank metric's compile (the run records which it took, in
+        ``run.info.config.kernel``); ``"diag"``, ``"dense"`` or ``"low_rank"``;
         :class:`sluice.mcmc.kernels.NUTS`).
     chain_method
         ``"vectorized"`` (``vmap`` over the chains of a device),
