@@ -14,6 +14,8 @@ easy as 1, 2, 3".
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -37,17 +39,38 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 def threefry2x32(k0, k1, c0, c1, xp: Any = jnp):
     """Threefry-2x32, 20 rounds (Salmon et al. 2011), the block function of ``jax.random``.
 
-    ``xp=numpy`` computes it on the host, for uint32 arrays (no compile)."""
-    u32 = xp.uint32
-    ks = (k0, k1, k0 ^ k1 ^ u32(0x1BD11BDA))
-    x0, x1 = c0 + ks[0], c1 + ks[1]
+    ``xp=numpy`` computes it on the host, for uint32 arrays (no compile). Traced, it
+    is written in ``lax`` operations on broadcast operands: ``jnp``'s operators
+    check and promote types at each of its ~125 operations: 13 ms of tracing per
+    call against 9 ms (medians; a run's init and chunk programs make a dozen)."""
+    if xp is not jnp:
+        return _threefry_rounds(k0, k1, c0, c1, xp.uint32, _OPERATORS)
+    k0, k1, c0, c1 = jnp.broadcast_arrays(*(jnp.asarray(v, jnp.uint32) for v in (k0, k1, c0, c1)))
+    shape = c0.shape
+
+    def u32(v: int) -> Any:
+        return jax.lax.full(shape, v, jnp.uint32)
+
+    return _threefry_rounds(k0, k1, c0, c1, u32, _LAX_OPS)
+
+
+# add, xor, or, shift left, logical shift right: on host arrays and traced
+_OPERATORS = (operator.add, operator.xor, operator.or_, operator.lshift, operator.rshift)
+_LAX_OPS = (jax.lax.add, jax.lax.bitwise_xor, jax.lax.bitwise_or, jax.lax.shift_left,
+            jax.lax.shift_right_logical)  # fmt: skip
+
+
+def _threefry_rounds(k0, k1, c0, c1, u32: Callable[[int], Any], ops: tuple):
+    add, xor, or_, shl, shr = ops
+    ks = (k0, k1, xor(xor(k0, k1), u32(0x1BD11BDA)))
+    x0, x1 = add(c0, ks[0]), add(c1, ks[1])
     for i in range(5):
         for r in _ROTATIONS[i % 2]:
-            x0 = x0 + x1
-            x1 = (x1 << u32(r)) | (x1 >> u32(32 - r))
-            x1 = x1 ^ x0
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + u32(i + 1)
+            x0 = add(x0, x1)
+            x1 = or_(shl(x1, u32(r)), shr(x1, u32(32 - r)))
+            x1 = xor(x1, x0)
+        x0 = add(x0, ks[(i + 1) % 3])
+        x1 = add(add(x1, ks[(i + 2) % 3]), u32(i + 1))
     return x0, x1
 
 
