@@ -2,11 +2,11 @@
 
 sluice runs as a user gets it (``import sluice`` gives JAX one CPU device per
 core, so the chains spread over the cores; ``mass_matrix="auto"``, nutpie's
-low-rank plus diagonal metric on these models), as ``sluice-diag`` with the
+low-rank plus diagonal metric on these models but eight schools, whose run is
+too short to repay its compile), as ``sluice-diag`` with the
 diagonal metric alone, as ``sluice-one-device`` on JAX's single CPU device
 (``SLUICE_CPU_DEVICES=1``), to show what the cores add, and, when named, as
-``sluice-low-rank`` (``mass_matrix="low_rank"``, what ``"auto"`` picks below
-10,000 elements) and ``sluice-sequential`` with ``chain_method="sequential"``
+``sluice-low-rank`` (``mass_matrix="low_rank"``) and ``sluice-sequential`` with ``chain_method="sequential"``
 (each device's chains one after another, where ``"auto"`` may vectorize them).
 
 Each measurement is a fresh process that builds the PyMC model and samples it
