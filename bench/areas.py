@@ -980,6 +980,40 @@ AREAS: tuple[Area, ...] = (
         ),
     ),
     Area(
+        name="terminal-buffer",
+        title="Window adaptation: the terminal buffer, Stan's 50 iterations or 15% of warmup",
+        jobs=(
+            Job(
+                "terminal-buffer",
+                ("bench/terminal_buffer.py", "--seeds", "4"),
+                parse_rows,
+                ("bench/terminal_buffer.py", "--models", "eight_schools", "--seeds", "1"),
+                json=True,
+            ),
+        ),
+        key=lambda r: (r["model"], r["buffer"]),
+        rank=_index,
+        columns=(
+            ("model", "model", ""),
+            ("buffer", "terminal buffer", ""),
+            ("seeds", "seeds", "d"),
+            ("min_ess_bulk", "min ESS bulk", ".0f"),
+            ("grads_per_draw", "gradients per draw", ".1f"),
+            ("ess_per_1000_grads", "ESS per 1,000 gradients", ".1f"),
+            ("vs_first", "vs 50", ".2f"),
+        ),
+        left=("buffer",),
+        reading=(
+            "`sluice.pymc.sample` (4 chains x 1,000 tuning + 1,000 draws, NUTS, "
+            "`mass_matrix='auto'`) on four PyMC models of `bench/pymc_models.py`, the window "
+            "schedule's terminal buffer (the final iterations that adapt the step size alone) "
+            "set to 50 (Stan's) or to 15% of warmup (at least 50; sluice's default); medians "
+            "over four seeds of the smallest bulk ESS over every scalar of the free variables "
+            "(ArviZ), of the gradients per draw and of their ratio. Gradients per draw and "
+            "ESS do not depend on the machine's speed."
+        ),
+    ),
+    Area(
         name="compile-init",
         title="Compile time of a short run: the initialisation compiled for a quick compile",
         jobs=(
