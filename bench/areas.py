@@ -999,7 +999,7 @@ AREAS: tuple[Area, ...] = (
             ("seeds", "seeds", "d"),
             ("min_ess_bulk", "min ESS bulk", ".0f"),
             ("grads_per_draw", "gradients per draw", ".1f"),
-            ("ess_per_1000_grads", "ESS per 1,000 gradients", ".1f"),
+            ("ess_per_1000_grads", "ESS per 1,000 gradients", ".3g"),
             ("vs_first", "vs 50", ".2f"),
         ),
         left=("buffer",),

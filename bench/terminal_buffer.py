@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown_table(rows, [
         ("model", "model", ""), ("buffer", "terminal buffer", ""), ("seeds", "seeds", "d"),
         ("min_ess_bulk", "min ESS bulk", ".0f"), ("grads_per_draw", "gradients per draw", ".1f"),
-        ("ess_per_1000_grads", "ESS per 1,000 gradients", ".1f"),
+        ("ess_per_1000_grads", "ESS per 1,000 gradients", ".3g"),
         ("vs_first", "vs first buffer", ".2f"),
     ], left=("buffer",)))  # fmt: skip
     return 0

@@ -4,16 +4,26 @@ The schedule has Stan's shape (Stan reference manual, "HMC algorithm
 parameters"): an initial fast buffer (step size only), slow windows that
 double in length (the mass matrix is re-estimated and the step size
 re-initialised at the end of each), and a terminal fast buffer. Stan's
-defaults are 75 / 25 / 50; sluice's are 10 / 10 / 50, so that a first
+defaults are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at
+least 50), so that a first
 estimate of the metric is in use after 20 iterations instead of 100. With an
 identity metric on a badly scaled posterior every early iteration costs up to
 ``2**max_tree_depth`` gradients, and on the issue-8 benchmark (a 10,000-dim
 Gaussian with scales over two decades) the first 100 iterations were most of
 the warmup's gradients. The windows are then 10, 20, 40, ... long and the last
 one is stretched to the terminal buffer, so the final metric comes from a
-longer window than Stan's (630 iterations instead of 450 for a warmup of
-1000). When the buffers do not fit, 15 % / 75 % / 10 %; under 20 warmup
-iterations only the step size is adapted.
+longer window than Stan's (530 iterations instead of 500 for a warmup of
+1000). The terminal buffer's step size is the dual averaging's weighted
+average since its restart at ``log(10 eps)``: over Stan's 50 iterations it
+still carries that transient, and its steps came out smaller than the
+target needs (PyMC's eight schools: step sizes 0.40-0.66 against nutpie's
+0.57-0.72, whose step size has a final window of a fraction of tuning). 15%
+of the warmup (150 of 1,000) gave 1.12 to 1.52 times the ESS per gradient
+of Stan's 50 on four PyMC models, medians of four seeds (eight schools 1.14,
+radon-like intercepts 1.47, a logistic regression 1.12, stochastic
+volatility 1.52; ``python -m bench terminal-buffer``). When the
+buffers do not fit, 15 % / 75 % / 10 %; under 20 warmup iterations only the
+step size is adapted.
 
 Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
 §3.2; ``t0 = 10``, ``gamma = 0.05``, ``kappa = 0.75``), restarted at
@@ -85,17 +95,31 @@ class Schedule(NamedTuple):
     window_ends: jax.Array  # (MAX_WINDOWS,) int32: last step of each slow window, -1 padded
 
 
+# The terminal buffer, where the step size alone adapts after the last metric: 15% of
+# the warmup, at least Stan's 50 iterations (module docstring).
+FINAL_BUFFER_SHARE = 0.15
+MIN_FINAL_BUFFER = 50
+
+
 def window_schedule(
-    num_warmup: int, initial_buffer: int = 10, first_window: int = 10, final_buffer: int = 50
+    num_warmup: int,
+    initial_buffer: int = 10,
+    first_window: int = 10,
+    final_buffer: int | None = None,
 ) -> Schedule:
     """Adaptation windows for ``num_warmup`` steps (Stan's rule; Stan's sizes are 75 / 25 / 50).
+
+    ``final_buffer=None``: :data:`FINAL_BUFFER_SHARE` of the warmup, at least
+    :data:`MIN_FINAL_BUFFER` iterations (module docstring).
 
     Examples
     --------
     >>> s = window_schedule(1000)
     >>> int(s.slow_start), int(s.slow_end), [int(e) for e in s.window_ends if e >= 0]
-    (10, 950, [19, 39, 79, 159, 319, 949])
+    (10, 850, [19, 39, 79, 159, 319, 849])
     """
+    if final_buffer is None:
+        final_buffer = max(MIN_FINAL_BUFFER, int(FINAL_BUFFER_SHARE * num_warmup))
     ends: list[int] = []
     if num_warmup < 20:
         start = end = num_warmup
