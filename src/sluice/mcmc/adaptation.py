@@ -8,9 +8,9 @@ defaults are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at
 least 50), so that a first
 estimate of the metric is in use after 20 iterations instead of 100. With an
 identity metric on a badly scaled posterior every early iteration costs up to
-``2**max_tree_depth`` gradients, and on the issue-8 benchmark (a 10,000-dim
-Gaussian with scales over two decades) the first 100 iterations were most of
-the warmup's gradients. The windows are then 10, 20, 40, ... long and the last
+``2**max_tree_depth`` gradients, and on a 10,000-dim Gaussian with scales
+over two decades the first 100 iterations were most of the warmup's
+gradients. The windows are then 10, 20, 40, ... long and the last
 one is stretched to the terminal buffer, so the final metric comes from a
 longer window than Stan's (530 iterations instead of 500 for a warmup of
 1000). The terminal buffer's step size is the dual averaging's weighted

@@ -216,7 +216,8 @@ class Plan:
 
 
 # mass_matrix="auto" takes the diagonal metric for a CPU run expected to move fewer bytes
-# than this through its gradients (see _resolve_mass_matrix).
+# than this through its gradients (see _resolve_mass_matrix; the environment variable
+# SLUICE_LOW_RANK_MIN_RUN_BYTES sets it, 0: the dimension alone decides).
 LOW_RANK_MIN_RUN_BYTES = int(os.environ.get("SLUICE_LOW_RANK_MIN_RUN_BYTES", 2 * 2**30))
 
 
