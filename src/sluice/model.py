@@ -170,9 +170,8 @@ def as_model(model: Model | Callable[[PyTree], jax.Array], init: PyTree | None =
 def _chain_keys(rng_key: Any, chain_ids: np.ndarray) -> list[jax.Array]:
     """``jax.random.fold_in(rng_key, c)`` for every chain id ``c``: on the host for a
     raw Threefry key (``random.host_fold_in``, bit for bit), with JAX otherwise."""
-    key = rng_key if isinstance(rng_key, np.ndarray) else None
-    if key is None and not jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key):
-        key = np.asarray(rng_key)
+    typed = hasattr(rng_key, "dtype") and jnp.issubdtype(rng_key.dtype, jax.dtypes.prng_key)
+    key = None if typed else np.asarray(rng_key)
     if key is not None and key.shape == (2,) and key.dtype == np.uint32:
         return [jnp.asarray(random.host_fold_in(key, int(c))) for c in chain_ids]
     return list(jax.vmap(lambda c: jax.random.fold_in(rng_key, c))(jnp.asarray(chain_ids)))

@@ -309,9 +309,9 @@ def sample(
         ``kernel``, ``chain_method``, ``devices``, ``max_tree_depth``,
         ``dense_mass``, ``mass_matrix`` (default ``"auto"``: nutpie's low-rank
         plus diagonal metric for 2 to 10,000 elements where the run is long
-        enough to repay its compile; ``"diag"``: the diagonal alone). ``cores``, ``compute_convergence_checks`` and
-        ``keep_warning_stat`` are accepted and ignored (sluice places chains
-        on devices itself).
+        enough to repay its compile; ``"diag"``: the diagonal alone).
+        ``cores``, ``compute_convergence_checks`` and ``keep_warning_stat``
+        are accepted and ignored (sluice places chains on devices itself).
 
     Returns
     -------
