@@ -126,16 +126,6 @@ def test_seed_changes_draws(reference):
     assert not np.array_equal(run.draws["x"], reference.draws["x"])
 
 
-def test_low_rank_draws_do_not_depend_on_chunk_size():
-    """The low-rank metric's warmup (its ring of draws and gradients, a fit at each
-    window's end) is chunked like the rest: chunks of 7 give the draws of one chunk."""
-    kernel = sluice.nuts(mass_matrix="low_rank", max_rank=2)
-    settings = {**SETTINGS, "default_stats": False}
-    one, seven = (sluice.sample(MODEL, kernel=kernel, chunk_size=c, **settings) for c in (150, 7))
-    assert one.info.config.kernel.mass_matrix == "low_rank"
-    assert _same(one.draws, seven.draws) and _same(one.sample_stats, seven.sample_stats)
-
-
 def test_auto_mass_matrix_takes_the_diagonal_for_a_short_cheap_run(monkeypatch):
     """mass_matrix="auto" keeps the low-rank metric only where the run's expected
     gradient traffic can repay its compile; the resolved kernel is what the run records."""
