@@ -1431,8 +1431,10 @@ AREAS: tuple[Area, ...] = (
             "neither), chains one after another, each point in a fresh process. *draw MB* is "
             "the size of the float32 draws (chains x draws x dim x 4 bytes), *base RSS* the "
             "process before sampling (interpreter, JAX, the library, the model). "
-            "`sink=None` keeps no draws and computes the default streaming statistics "
-            "(histograms and lags for the first 4,096 elements, exact moments for all); "
+            "`sink=None` keeps no draws; its rows (2026-11-30) computed the default "
+            "streaming statistics of that version, histograms and lags for the first 4,096 "
+            "elements and exact moments for all (today's default covers every element, "
+            "1.5 KB per element and chain: see the streaming statistics' section); "
             '`sink="memory"` keeps every draw in host memory and, by default, computes no '
             "streaming statistics. *sluice chunk* is sluice's chunk size (its automatic "
             "choice unless the command sets one)."
