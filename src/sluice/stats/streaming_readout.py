@@ -219,10 +219,7 @@ def _close(state: StreamState, settings: StreamSettings) -> StreamState:
 
 def merge(a: StreamState, b: StreamState, *, settings: StreamSettings) -> StreamState:
     """Close both sides' open chains and add their summaries."""
-    # both closed by one program (vmapped): half the operations to compile of two closes
-    pair = jax.tree.map(lambda x, y: jnp.stack([x, y]), a, b)
-    pair = jax.vmap(lambda s: _close(s, settings))(pair)
-    a, b = (jax.tree.map(lambda x, i=i: x[i], pair) for i in (0, 1))
+    a, b = _close(a, settings), _close(b, settings)
     ca, cb = a.closed[0], b.closed[0]
     same = jnp.all(a.knots == b.knots)
     empty = (ca == 0) | (cb == 0)
@@ -262,11 +259,12 @@ def _ess(w, var_plus, acov_sum, split, n, bw_mean, bvar_plus, bacov_sum, bchains
     b_acov = bacov_sum / jnp.maximum(bchains.astype(dtype) * nb, 1.0)
     # (x - mean)^2: its autocorrelations taken as those of x squared (exact for a
     # Gaussian process), on the exact lags
+    # (row 0 is y itself: LAG_FEATURES[0] is Y)
     rho_y = 1.0 - (w[0][..., None] - mean_acov[0]) / var_plus[0][..., None]
     rho_y = rho_y.at[..., 0].set(1.0)
     # one search over the exact lags, the squared series and the block means (lags
-    # padded with NaN, which ends no sequence and joins no sum): a third of the
-    # operations to compile of three searches, the same values
+    # padded with NaN, which ends no sequence and joins no sum): one search's
+    # operations to compile instead of three's, the same values
     width = max(mean_acov.shape[-1], b_acov.shape[-1])
 
     def padded(a: jax.Array) -> jax.Array:
