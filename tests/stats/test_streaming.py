@@ -417,16 +417,113 @@ def test_an_update_out_of_order_poisons_the_result():
 
 
 def test_memory_per_element_and_chain():
-    """The default state is at most 1.5 KB per element and chain (float32)."""
-    d = 1000
-    s = streaming.summary(1000, chunk_size=100)
-    shapes = jax.eval_shape(s.init, {"x": jax.ShapeDtypeStruct((128, d), jnp.float32)})
-    per_element = sum(
-        np.prod(leaf.shape) * leaf.dtype.itemsize
-        for leaf in jax.tree.leaves(shapes)
-        if (leaf.shape and leaf.shape[-1] == d) or (leaf.shape and leaf.shape[0] == d * 144)
-    )
-    assert per_element / d <= 1536, per_element / d
+    """The default state is at most 1.5 KB per element and chain (float32): the bytes
+    that grow with the elements, every leaf counted."""
+
+    def nbytes(d: int) -> int:
+        s = streaming.summary(1000, chunk_size=100)
+        shapes = jax.eval_shape(s.init, {"x": jax.ShapeDtypeStruct((128, d), jnp.float32)})
+        return sum(np.prod(leaf.shape) * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
+
+    per_element = (nbytes(2000) - nbytes(1000)) / 1000
+    assert 1024 < per_element <= 1536, per_element
+
+
+def test_a_chain_past_num_draws_poisons_the_result():
+    """``num_draws`` bounds a chain (the split ring and the counters are sized by it):
+    a draw beyond it is an error in the output, not a silent wrap."""
+    pilot, x = _data()
+    s = streaming.summary(100, chunk_size=100)
+    state = s.init({"x": jnp.asarray(pilot[:, :3])})
+    state = s.update_block(state, {"x": jnp.asarray(x[0, :100, :3])}, 100)
+    assert np.all(np.isfinite(np.asarray(s.finalize(state)["mean"]["x"])))
+    over = s.update(state, {"x": jnp.asarray(x[0, 100, :3])})
+    assert np.all(np.isnan(np.asarray(s.finalize(over)["mean"]["x"])))
+
+
+def test_the_grid_is_finer_where_the_summary_reads_quantiles():
+    """The buckets around the normal scores of the levels read (3%, 50%, 97%) are
+    FOCUS times narrower than elsewhere, every draw lands in the bucket whose edges
+    hold it, and the grid covers the score's range."""
+    settings = streaming.StreamSettings(1000, 100, probs=(0.03, 0.5, 0.97))
+    at, position = streaming.grid(settings.probs, settings.buckets)
+    assert at[0] == -streaming.BOUND and at[-1] == streaming.BOUND
+    assert position[0] == 0 and np.isclose(position[-1], settings.buckets)
+    per_bucket = np.diff(at) / np.diff(position)  # score width of a bucket, per segment
+    width = lambda s: per_bucket[np.searchsorted(at, s) - 1]  # noqa: E731
+    for p in settings.probs:
+        c = NormalDist().inv_cdf(p)
+        half = streaming.FOCUS_HALF
+        assert np.isclose(width(c + half / 2) * streaming.FOCUS, width(c + half + 0.1))
+    # values land between the edges of their bucket (x units, through the reference)
+    rng = np.random.default_rng(3)
+    pilot = rng.standard_t(5, size=(512, 4)).astype(np.float32)
+    x = rng.standard_t(5, size=(2000, 4)).astype(np.float32)
+    knots = streaming.reference(jnp.asarray(pilot))
+    s = streaming.score(streaming.proxy(jnp.asarray(x), streaming.hinges(knots)))
+    b = np.asarray(streaming.bucket(s, settings))  # (2000, 4)
+    edges = np.asarray(streaming.bucket_edges(knots, settings))  # (4, G + 1)
+    lo = np.take_along_axis(edges, b.T, axis=1).T
+    hi = np.take_along_axis(edges, b.T + 1, axis=1).T
+    inside = (x >= lo - 1e-5 * np.abs(x)) & (x <= hi + 1e-5 * np.abs(x))
+    assert inside.mean() == 1.0, np.argwhere(~inside)[:5]
+
+
+def _feed(s, rows_by_chain: list[np.ndarray], pilot: np.ndarray, chunk: int):
+    states = []
+    for rows in rows_by_chain:
+        state = s.init({"x": jnp.asarray(pilot)})
+        for start in range(0, len(rows), chunk):
+            state = s.update_block(state, {"x": jnp.asarray(rows[start : start + chunk])}, chunk)
+        states.append(state)
+    out = states[0]
+    for state in states[1:]:
+        out = s.merge(out, state)
+    return {k: np.asarray(v["x"]) for k, v in s.finalize(out).items() if isinstance(v, dict)}
+
+
+@pytest.mark.slow
+def test_counters_saturate_and_are_restored_when_chains_merge():
+    """A chain counts in uint16 (its draws fit); merged chains may hold more than
+    65,535 draws in one bucket. The buckets' total is known, so one saturated bucket
+    per element is restored exactly: the quantiles equal those of int32 counters
+    (a run allowed more draws) and NumPy's within their bucket. With two buckets
+    past the limit the split is unknown: those quantiles are NaN, the rest stand."""
+    chains, draws, chunk = 4, 20_000, 10_000
+    rng = np.random.default_rng(11)
+    # element 0: mostly one value (76,000 of 80,000 draws in its bucket); element 1:
+    # a coin (40,000 each: no bucket full); element 2: a normal
+    x = rng.normal(size=(chains, draws, 3)).astype(np.float32)
+    x[..., 0] = np.where(rng.random((chains, draws)) < 0.95, 0.0, x[..., 0])
+    x[..., 1] = (rng.random((chains, draws)) < 0.5).astype(np.float32)
+    pilot = x[:, :128].reshape(-1, 3)
+    small = streaming.summary(draws, chunk_size=chunk, buckets=288)
+    wide = streaming.summary(70_000, chunk_size=chunk, buckets=288)
+    assert small.init({"x": jnp.asarray(pilot)}).hist.dtype == jnp.uint16
+    assert wide.init({"x": jnp.asarray(pilot)}).hist.dtype == jnp.int32
+    got = _feed(small, list(x), pilot, chunk)
+    want = _feed(wide, list(x), pilot, chunk)
+    np.testing.assert_allclose(got["quantiles"], want["quantiles"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got["hdi"], want["hdi"], rtol=1e-6, atol=1e-7)
+    flat = x.reshape(-1, 3)
+    ref = np.quantile(flat, [0.03, 0.5, 0.97], axis=0).T
+    assert np.all(np.isfinite(got["quantiles"]))
+    # the saturated point mass and the normal are read within the bucket holding NumPy's
+    knots = small.init({"x": jnp.asarray(pilot)}).knots
+    edges = np.asarray(streaming.bucket_edges(knots, streaming.StreamSettings(
+        draws, chunk, probs=(0.03, 0.5, 0.97))))  # fmt: skip
+    for e in (0, 2):
+        at = np.clip(np.searchsorted(edges[e], ref[e], side="right") - 1, 1, 286)
+        width = edges[e, at + 1] - edges[e, at]
+        assert np.all(np.abs(got["quantiles"][e] - ref[e]) <= width), (e, got, ref)
+    # a coin over 4 x 40,000 draws: both buckets past the limit
+    coin = (rng.random((chains, 2 * draws, 1)) < 0.5).astype(np.float32)
+    normal = rng.normal(size=(chains, 2 * draws, 1)).astype(np.float32)
+    y = np.concatenate([coin, normal], axis=2)
+    longer = streaming.summary(2 * draws, chunk_size=chunk, buckets=288)
+    out = _feed(longer, list(y), y[:, :128].reshape(-1, 2), chunk)
+    assert np.all(np.isnan(out["quantiles"][0])) and np.all(np.isnan(out["hdi"][0]))
+    assert np.all(np.isfinite(out["quantiles"][1])) and np.isfinite(out["mean"][0])
 
 
 def test_bad_settings_name_the_argument():

@@ -39,6 +39,7 @@ from sluice.stats._numerics import (
     rhat_from_summaries,
 )
 from sluice.stats.streaming import (
+    COUNT_MAX,
     LAG_FEATURES,
     MID,
     StreamSettings,
@@ -232,8 +233,36 @@ def merge(a: StreamState, b: StreamState, *, settings: StreamSettings) -> Stream
         sum34=a.sum34 + b.sum34,
         xmin=jnp.minimum(a.xmin, b.xmin),
         xmax=jnp.maximum(a.xmax, b.xmax),
-        hist=a.hist + b.hist,
+        hist=_add_counts(a.hist, b.hist),
     )
+
+
+def _add_counts(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a + b``, saturating at ``uint16``'s largest value (:func:`_recover` restores
+    the one bucket per element that may exceed it)."""
+    if a.dtype != jnp.uint16:
+        return a + b
+    return a + jnp.minimum(b, COUNT_MAX - a)
+
+
+def _recover(counts: jax.Array, draws: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(D, G)`` counts (``int32``) from saturated ones, and where that failed.
+
+    Buckets are counted in ``uint16`` (a chain's draws fit in it) and merged chains
+    saturate at :data:`COUNT_MAX`. Every draw lands in one bucket, so the draws an
+    element's buckets miss, ``draws - sum(counts)``, belong to its saturated ones:
+    with one such bucket the counts are exact again; with several (more than
+    131,070 draws in each of two buckets: a discrete element of a long run) the
+    split between them is unknown, and the element's quantiles and HDI read NaN.
+    """
+    n = counts.astype(jnp.int32)
+    if counts.dtype != jnp.uint16:
+        return n, jnp.zeros(n.shape[:1], bool)
+    missing = draws - jnp.sum(n, axis=1)
+    full = n == COUNT_MAX
+    one = jnp.sum(full, axis=1) == 1
+    n = n + jnp.where(full & one[:, None], missing[:, None], 0)
+    return n, (missing != 0) & ~one
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -447,9 +476,14 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     edges = edges.at[:, -1].set(jnp.maximum(edges[:, -2], state.xmax))
     probs = jnp.asarray(settings.probs, dtype)
     hist = state.hist.reshape(-1, settings.buckets)
-    q, hdi = _by_blocks(
-        lambda h, e: _quantiles_and_hdi(h, e, probs, settings.hdi_prob), hist, edges
-    )
+
+    def read(h: jax.Array, e: jax.Array) -> tuple[jax.Array, jax.Array]:
+        counts, lost = _recover(h, draws)
+        q, hdi = _quantiles_and_hdi(counts, e, probs, settings.hdi_prob)
+        nan = jnp.where(lost, jnp.nan, 0.0)[:, None]
+        return q + nan, hdi + nan
+
+    q, hdi = _by_blocks(read, hist, edges)
     fill = lambda v: jnp.where(  # noqa: E731
         bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
     )
