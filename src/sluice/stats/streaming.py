@@ -298,7 +298,7 @@ def grid(probs: tuple[float, ...], buckets: int, focus: float = FOCUS,
             fine[-1][1] = max(fine[-1][1], hi)
         else:
             fine.append([lo, hi])
-    # the cumulative weight at each breakpoint: 1 per unit of score, FOCUS in the fine parts
+    # the cumulative weight at each breakpoint: 1 per unit of score, `focus` in the fine parts
     at, weight = [-BOUND], [0.0]
     for lo, hi, density in _segments(fine, focus):
         if hi > lo:  # a fine part may start or end at a bound
@@ -604,7 +604,7 @@ def _histogram(state: StreamState, z: jax.Array, valid: jax.Array,
     scatter for all rows: inside the window loop, XLA on CPU would copy the histogram
     each trip)."""
     r, d = z.shape
-    b = bucket(z, settings)  # the grid is uniform in the bulk score
+    b = bucket(z, settings)  # the grid is in the bulk score
     flat = (jnp.arange(d)[None, :] * settings.buckets + b).reshape(-1)
     ones = jnp.broadcast_to(valid.astype(settings.counter)[:, None], (r, d)).reshape(-1)
     return state._replace(hist=state.hist.at[flat].add(ones))
