@@ -15,7 +15,10 @@ at the pilot's quantiles ``5% - spread``, ``5%`` and ``5% + spread`` (and the
 mirror image above), their ESS interpolated, linearly in the share of the
 draws each threshold holds, at 5% (the level ArviZ's threshold holds); the
 error of that estimate bounds a one-pass estimator with three thresholds a
-tail, each costing one more pair of indicator lag products.
+tail, each costing one more pair of indicator lag products. Last, it feeds the
+same draws, from the same pilot, to sluice's default statistic: its tail ESS
+against ArviZ's, and against the kernel at the same thresholds (what its
+one-pass lags add).
 
     PYTHONPATH=src python bench/tail_floor.py [--dim 20000] [--spread 0.02]
 """
@@ -23,12 +26,14 @@ tail, each costing one more pair of indicator lag products.
 from __future__ import annotations
 
 import argparse
+import functools
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
 
 import sluice
+from sluice.stats import streaming
 
 
 def main() -> None:
@@ -68,6 +73,24 @@ def main() -> None:
     pooled = draws.reshape(-1, args.dim)
     mass = np.mean(pooled <= lo, axis=0)
     print(f"  the pilot's 5% threshold holds {mass.min():.3f} .. {mass.max():.3f} of the draws")
+
+    # sluice's default statistic on the same draws, from the same pilot (so the same
+    # thresholds): its tail ESS against ArviZ's, and against the kernel at those
+    # thresholds (what its one-pass lags add to the thresholds' error)
+    stat = streaming.summary(1000, chunk_size=1000)
+    start = stat.init({"x": jnp.asarray(pilot, jnp.float32)})
+    states = [stat.update_block(start, {"x": jnp.asarray(chain, jnp.float32)}, 1000)
+              for chain in draws]  # fmt: skip
+    out = stat.finalize(functools.reduce(stat.merge, states))
+    streamed = np.asarray(out["ess_tail"]["x"], np.float64)
+    for label, base in (
+        ("ArviZ's ess_tail", reference),
+        ("the kernel at the same thresholds", fixed),
+    ):
+        e = streamed / base - 1
+        print(f"sluice's streamed ess_tail (same pilot) vs {label}:")
+        print(f"  rms {np.sqrt(np.mean(e**2)):.4f}  max {np.max(np.abs(e)):.4f}  "
+              f"elements > 20%: {int(np.sum(np.abs(e) > 0.2)):,}")  # fmt: skip
 
     levels = (0.05 - args.spread, 0.05, 0.05 + args.spread)
     with warnings.catch_warnings():
