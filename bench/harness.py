@@ -175,6 +175,22 @@ def max_rhat(draws: dict[str, Any]) -> float:
     return float(max(float(rhat[name].max()) for name in rhat.data_vars))
 
 
+def scaled_gaussian_draws(dim: int, seed: int, **options: Any) -> Any:
+    """``(4, 1000, dim)`` NUTS draws (500 warmup iterations) of the statistics' test
+    Gaussian: independent, scales ``exp(linspace(-1, 1, dim))`` (in [e^-1, e])."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    import sluice
+
+    scales = jnp.exp(jnp.linspace(-1.0, 1.0, dim))
+    model = sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
+                         init={"x": jnp.zeros(dim)})  # fmt: skip
+    run = sluice.sample(model, chains=4, warmup=500, draws=1000, seed=seed, progress=False,
+                        **options)  # fmt: skip
+    return np.asarray(run.draws["x"])
+
+
 def machine_info() -> dict[str, Any]:
     """Where and when the numbers were measured, with library versions."""
     from importlib import metadata

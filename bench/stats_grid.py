@@ -33,8 +33,8 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
+from harness import scaled_gaussian_draws
 
-import sluice
 from sluice.stats import streaming, streaming_readout
 
 PROBS = (0.03, 0.5, 0.97)
@@ -84,14 +84,9 @@ def main() -> None:
     args = parser.parse_args()
     import arviz as az
 
-    scales = jnp.exp(jnp.linspace(-1.0, 1.0, args.dim))
-    model = sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
-                         init={"x": jnp.zeros(args.dim)})  # fmt: skip
     draws, other = (
-        np.asarray(sluice.sample(model, chains=4, warmup=500, draws=1000, seed=s,
-                                 progress=False, default_stats=False).draws["x"], np.float32)
-        for s in (0, 1)
-    )  # fmt: skip
+        scaled_gaussian_draws(args.dim, s, default_stats=False).astype(np.float32) for s in (0, 1)
+    )
     pilot = other[:, : args.pilot].reshape(-1, args.dim)
     flat = draws.reshape(-1, args.dim).astype(np.float64)
     data = az.convert_to_dataset({"x": draws.astype(np.float64)})

@@ -24,9 +24,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import markdown_table
+from harness import markdown_table, scaled_gaussian_draws
 
-import sluice
 from sluice.stats import streaming
 
 TRANSFORMS = {
@@ -45,11 +44,7 @@ def main() -> None:
     args = parser.parse_args()
     import arviz as az
 
-    scales = jnp.exp(jnp.linspace(-1.0, 1.0, args.dim))
-    model = sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
-                         init={"x": jnp.zeros(args.dim)})  # fmt: skip
-    run = sluice.sample(model, chains=4, warmup=500, draws=1000, seed=0, progress=False)
-    draws = np.asarray(run.draws["x"], np.float64)[..., :: args.stride]
+    draws = scaled_gaussian_draws(args.dim, 0).astype(np.float64)[..., :: args.stride]
 
     def ess(x: np.ndarray, method: str) -> np.ndarray:
         with warnings.catch_warnings():

@@ -31,8 +31,8 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
+from harness import scaled_gaussian_draws
 
-import sluice
 from sluice.stats import streaming
 
 
@@ -44,15 +44,9 @@ def main() -> None:
     args = parser.parse_args()
     import arviz as az
 
-    scales = jnp.exp(jnp.linspace(-1.0, 1.0, args.dim))
-    model = sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
-                         init={"x": jnp.zeros(args.dim)})  # fmt: skip
-    runs = [
-        np.asarray(sluice.sample(model, chains=4, warmup=500, draws=1000, seed=s,
-                                 progress=False, default_stats=False).draws["x"], np.float64)
-        for s in (0, 1)
-    ]  # fmt: skip
-    draws, other = runs
+    draws, other = (
+        scaled_gaussian_draws(args.dim, s, default_stats=False).astype(np.float64) for s in (0, 1)
+    )
     pilot = other[:, : args.pilot].reshape(-1, args.dim)
     lo, hi = np.quantile(pilot, 0.05, axis=0), np.quantile(pilot, 0.95, axis=0)
 
