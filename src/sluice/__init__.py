@@ -13,6 +13,7 @@ from sluice.io.store import open_store as open
 from sluice.mcmc.kernels import HMC, NUTS, hmc, nuts
 from sluice.model import Model
 from sluice.runtime import distributed
+from sluice.runtime.diagnostics import DiagnosticWarning
 from sluice.runtime.run import Run
 from sluice.runtime.sampling import resume, sample
 from sluice.runtime.until import converged
@@ -24,6 +25,7 @@ _cores.use_every_core()
 __all__ = [
     "HMC",
     "NUTS",
+    "DiagnosticWarning",
     "Model",
     "Run",
     "ZarrSink",

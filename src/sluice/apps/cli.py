@@ -77,14 +77,29 @@ def _resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_diagnosis(diagnosis: Any) -> None:
+    if diagnosis:
+        print(f"\ndiagnostics: this run may not have explored its posterior:\n{diagnosis}")
+    else:
+        print("\ndiagnostics: no problems detected")
+
+
 def _report(run: Any, store: str) -> None:
-    _print_table(run.summary())
+    import warnings
+
+    from sluice.runtime.diagnostics import DiagnosticWarning
+
+    with warnings.catch_warnings():  # printed below, with the table
+        warnings.simplefilter("ignore", DiagnosticWarning)
+        table = run.summary()
+    _print_table(table)
     info = run.info
     print(
         f"\n{info.chains} chains x {info.draws} draws in {store} ({info.num_chunks} chunks of "
         f"{info.chunk_size}); {info.num_divergent} divergent; warmup {info.warmup_seconds:.1f}s, "
         f"sampling {info.sampling_seconds:.1f}s"
     )
+    _print_diagnosis(table.attrs["diagnosis"])
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -115,7 +130,31 @@ def _summary(args: argparse.Namespace) -> int:
                   for k, v in result.items()}  # fmt: skip
     _print_table(summary_table(result))
     print(f"\nstreamed over {draws} draws per chain (no draws read; --arviz reads them)")
+    _print_diagnosis(_stored_diagnosis(args.store, summary_table(result, round_to="none")))
     return 0
+
+
+def _stored_diagnosis(store: str, table: Any) -> Any:
+    """The diagnosis of a finished store's run: its streamed summary's R-hat and ESS, and
+    its recorded sample statistics (a few numbers per draw, not the draws)."""
+    import numpy as np
+
+    from sluice.io.store import ZarrSink
+    from sluice.runtime.diagnostics import (
+        Diagnosis,
+        convergence_problems,
+        stored_sampler_problems,
+    )
+
+    sink = ZarrSink.open_existing(store, writable=False)
+    config, done = sink.description()["config"], sink.draws_done()
+    kernel = config.get("kernel", {})
+    stats = sink.kept().get("sample_stats", {})  # read as arrays: no group's coordinates
+    names = ("diverging", "tree_depth", "energy")
+    arrays = {n: np.asarray(stats[n][:, :done]) for n in names if n in stats}
+    problems = stored_sampler_problems(arrays, kernel.get("max_tree_depth"))
+    problems += convergence_problems(table, int(config["chains"]))
+    return Diagnosis(tuple(problems))
 
 
 def _plot(args: argparse.Namespace) -> int:

@@ -486,9 +486,14 @@ class ZarrSink:
                 "num_gradients_warmup",
                 "num_gradients",
                 "num_divergent",
+                "num_saturated",
                 "_sum_acceptance",
             ):
-                totals[name] += part.totals[name]
+                totals[name] = totals.get(name, 0) + part.totals.get(name, 0)
+            if "_chain_totals" in part.totals:  # each process's rows are its own chains'
+                totals["_chain_totals"] = (
+                    np.asarray(totals["_chain_totals"]) + np.asarray(part.totals["_chain_totals"])
+                ).tolist()
         return Checkpoint(
             first.config,
             record["next_iteration"],

@@ -80,11 +80,33 @@ class ChainCarry(NamedTuple):
 
 
 class ChunkCounters(NamedTuple):
-    """Per-chain totals over one chunk's valid iterations (summed on the host)."""
+    """Per-chain totals over one chunk's valid iterations (summed on the host).
+
+    ``energy`` holds what the E-BFMI needs of the chunk's Hamiltonian energies
+    ``E_1 .. E_k`` (sampling only; zeros for a kernel that reports none):
+    ``[E_1, E_k, sum(E_i - E_1), sum((E_i - E_1)**2), sum((E_i - E_{i-1})**2)]``,
+    sums relative to the chunk's first energy so that float32 keeps their
+    precision; the host joins the chunks (:class:`sluice.runtime.run.RunInfo`).
+    """
 
     num_gradients: jax.Array  # () int32: log-density gradient evaluations
     num_divergent: jax.Array  # () int32: divergent transitions (sampling only)
     sum_acceptance: jax.Array  # () float32: sum of acceptance rates (sampling only)
+    num_saturated: jax.Array  # () int32: transitions at the kernel's max tree depth (sampling)
+    energy: jax.Array  # (5,) float32 for a chunk; () the energy of one iteration
+
+
+def _add_counters(totals: ChunkCounters, one: ChunkCounters, first: jax.Array) -> ChunkCounters:
+    """``totals`` of a chunk's iterations so far with iteration ``one`` added (``first``:
+    it is the chunk's first): the counts add up, the energies join ``totals.energy``."""
+    e = one.energy
+    e_first = jnp.where(first, e, totals.energy[0])
+    d = e - e_first
+    step = jnp.where(first, 0.0, e - totals.energy[1])
+    energy = jnp.stack([e_first, e, totals.energy[2] + d, totals.energy[3] + d * d,
+                        totals.energy[4] + step * step])  # fmt: skip
+    counts = [a + b for a, b in zip(totals[:4], one[:4], strict=True)]
+    return ChunkCounters(*counts, energy)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -252,10 +274,17 @@ class ChunkProgram:
                     lambda: self._record(consts, kstate.position, stats),
                 )
             sampling = jnp.logical_not(warming)
+            max_depth = getattr(self.kernel, "max_tree_depth", None)
+            saturated = jnp.bool_(False)
+            if max_depth is not None and "tree_depth" in stats:
+                saturated = stats["tree_depth"] >= max_depth
+            energy = stats.get("energy", jnp.zeros((), jnp.float32))
             counters = ChunkCounters(
                 stats["n_steps"] + extra,
                 (stats["diverging"] & sampling).astype(jnp.int32),
                 jnp.where(sampling, stats["acceptance_rate"], 0).astype(jnp.float32),
+                (saturated & sampling).astype(jnp.int32),
+                jnp.where(sampling, energy, 0).astype(jnp.float32),
             )
             if self.separate_statistics and not self.record:  # the draws the statistics see
                 record = {"posterior": self.flat_model.draws_fn(consts, kstate.position)}
@@ -285,7 +314,10 @@ class ChunkProgram:
         if logdensity.dtype != position.dtype:
             return jax.eval_shape(lambda: step(warming, start, carry)[1:])
         counters = ChunkCounters(
-            *(jax.ShapeDtypeStruct((), t) for t in (jnp.int32, jnp.int32, jnp.float32))
+            *(
+                jax.ShapeDtypeStruct((), t)
+                for t in (jnp.int32, jnp.int32, jnp.float32, jnp.int32, jnp.float32)
+            )
         )
         record = None
         x = jax.ShapeDtypeStruct(position.shape, position.dtype)
@@ -310,6 +342,7 @@ class ChunkProgram:
         warming = start < num_warmup
         counters_shape, record_shape = self._step_output_shapes(consts, carry, warming, start, step)
         zero = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), counters_shape)
+        zero = zero._replace(energy=jnp.zeros((5,), jnp.float32))
         buffers = None
         if record_shape is not None:
             buffers = jax.tree.map(
@@ -325,7 +358,7 @@ class ChunkProgram:
                     out,
                     record,
                 )
-            return carry, jax.tree.map(jnp.add, totals, counters), out
+            return carry, _add_counters(totals, counters, i == start), out
 
         return jax.lax.fori_loop(start, end, body, (carry, zero, buffers))
 

@@ -163,14 +163,23 @@ class Topology:
         return jax.tree.map(lambda x: _allgather_exact(np.asarray(x)[None])[0], tree)
 
     def sum_over_processes(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Sum host-side totals (gradient counts, divergences) over processes."""
+        """Sum host-side totals (gradient counts, divergences; scalars or arrays) over
+        processes."""
         if not self.multiprocess:
             return values
         names = sorted(values)
-        local = np.asarray([values[n] for n in names], np.float64)[None]
+        parts = [np.asarray(values[n], np.float64).reshape(-1) for n in names]
         self._align("sum")
-        total = _allgather_exact(local).sum(axis=0)
-        return {n: type(values[n])(v) for n, v in zip(names, total, strict=True)}
+        total = _allgather_exact(np.concatenate(parts)[None]).sum(axis=0)
+        out, at = {}, 0
+        for name, part in zip(names, parts, strict=True):
+            value = total[at : at + part.size]
+            at += part.size
+            if np.ndim(values[name]):
+                out[name] = value.reshape(np.shape(values[name]))
+            else:
+                out[name] = type(values[name])(value[0])
+        return out
 
     def _align(self, name: str) -> None:
         """Meet at a coordination-service barrier before a device collective.

@@ -33,6 +33,7 @@ def _interactive(stream: Any) -> bool:
 _FIELDS = (
     ("elbo", "ELBO {:.4g}"),
     ("divergent", "{:,} divergent"),
+    ("saturated", "{:,} at max depth"),
     ("step_size", "step {:.3g}"),
     ("grads_per_draw", "{:.1f} grads/draw"),
     ("max_r_hat", "max R-hat {:.3f}"),
@@ -42,8 +43,13 @@ _FIELDS = (
 
 
 def format_fields(fields: dict[str, Any]) -> str:
-    """``3 divergent, step 0.42, 7.1 grads/draw, max R-hat 1.003, min ESS 812``."""
-    return ", ".join(form.format(fields[k]) for k, form in _FIELDS if fields.get(k) is not None)
+    """``3 divergent, step 0.42, 7.1 grads/draw, max R-hat 1.003, min ESS 812`` (a count of
+    transitions at the maximum tree depth only where there are some)."""
+    return ", ".join(
+        form.format(fields[k])
+        for k, form in _FIELDS
+        if fields.get(k) is not None and not (k == "saturated" and not fields[k])
+    )
 
 
 class ChunkProgress:

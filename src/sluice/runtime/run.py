@@ -11,9 +11,17 @@ import numpy as np
 from sluice.io.sinks import ResumableSink
 from sluice.runtime import statistics as run_statistics
 from sluice.runtime.config import RunConfig
+from sluice.runtime.diagnostics import (
+    Diagnosis,
+    DiagnosticWarning,
+    convergence_problems,
+    sampler_problems,
+)
 from sluice.stats import nested
 
 __all__ = ["Run", "RunInfo"]
+
+_ROUNDING = {"ess_bulk": 0, "ess_tail": 0, "r_hat": 2}  # ArviZ's default decimals (others: 3)
 
 
 @dataclasses.dataclass
@@ -33,8 +41,19 @@ class RunInfo:
     params: Any = None  # the kernel's tuned parameters per chain (leading chain axis)
     step_size: np.ndarray | None = None  # HMC family: the tuned step size of each chain
     inverse_mass_matrix: np.ndarray | None = None  # and its inverse mass matrix
+    num_saturated: int = 0  # sampling transitions that reached the kernel's max tree depth
     _sum_acceptance: float = 0.0
     converged_at: int | None = None  # draws per chain where ``until`` stopped the run
+    # per chain: divergent, saturated, draws with an energy, sum E, sum E**2, sum of the
+    # squared steps E_t - E_{t-1}, last E (float64; each chain's row is nonzero on the
+    # process that owns it only, so that rows add up over processes)
+    _chain_totals: np.ndarray | None = None
+
+    _CHAIN_COLUMNS = 7
+
+    def __post_init__(self) -> None:
+        if self._chain_totals is None:
+            self._chain_totals = np.zeros((self.config.chains, self._CHAIN_COLUMNS))
 
     @property
     def chains(self) -> int:
@@ -65,12 +84,46 @@ class RunInfo:
     def chain_method(self) -> str:
         return self.config.chain_method
 
-    def add_counters(self, counters: Any) -> None:
-        """Add one chunk's per-chain counters (this process's real chains)."""
+    def add_counters(self, counters: Any, chains: slice, n: int) -> None:
+        """Add one sampling chunk's per-chain counters of ``n`` iterations (this process's
+        real chains, the global chains ``chains``)."""
         self.num_gradients += int(np.sum(counters.num_gradients, dtype=np.int64))
         self.num_divergent += int(np.sum(counters.num_divergent, dtype=np.int64))
+        self.num_saturated += int(np.sum(counters.num_saturated, dtype=np.int64))
         self._sum_acceptance += float(np.sum(counters.sum_acceptance, dtype=np.float64))
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
+        rows = self._chain_totals[chains]
+        rows[:, 0] += np.asarray(counters.num_divergent)
+        rows[:, 1] += np.asarray(counters.num_saturated)
+        first, last, s1, s2, d2 = np.asarray(counters.energy, np.float64).T
+        # the chunk's sums are relative to its first energy: made absolute in float64
+        rows[:, 3] += s1 + n * first
+        rows[:, 4] += s2 + 2 * first * s1 + n * first**2
+        joined = rows[:, 2] > 0  # the step into the chunk from the previous one's last
+        rows[:, 5] += d2 + np.where(joined, (first - rows[:, 6]) ** 2, 0.0)
+        rows[:, 6] = last
+        rows[:, 2] += n
+
+    @property
+    def chain_divergent(self) -> np.ndarray:
+        """Divergent transitions after warmup, per chain."""
+        return self._chain_totals[:, 0].astype(np.int64)
+
+    @property
+    def chain_saturated(self) -> np.ndarray:
+        """Transitions after warmup that reached the kernel's max tree depth, per chain."""
+        return self._chain_totals[:, 1].astype(np.int64)
+
+    @property
+    def e_bfmi(self) -> np.ndarray:
+        """The energy Bayesian fraction of missing information of each chain's draws, as
+        ArviZ's ``bfmi``: ``mean((E_t - E_{t-1})**2) / var(E)`` (``ddof=1``); NaN for a
+        kernel that reports no energy or a chain of fewer than two draws."""
+        n, s1, s2, d2 = self._chain_totals[:, 2:6].T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            squares = s2 - s1**2 / n  # (n - 1) var(E)
+            value = d2 / squares
+        return np.where((n > 1) & (squares > 0), value, np.nan)
 
     _PERSISTED = (
         "compile_seconds",
@@ -79,21 +132,38 @@ class RunInfo:
         "num_gradients_warmup",
         "num_gradients",
         "num_divergent",
+        "num_saturated",
         "_sum_acceptance",
     )
-    _SUMMED = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
+    _SUMMED = (
+        "num_gradients_warmup",
+        "num_gradients",
+        "num_divergent",
+        "num_saturated",
+        "_sum_acceptance",
+    )
 
     def to_dict(self) -> dict[str, Any]:
         """The running totals a checkpoint carries (JSON-able)."""
-        return {name: getattr(self, name) for name in self._PERSISTED}
+        totals = {name: getattr(self, name) for name in self._PERSISTED}
+        return {**totals, "_chain_totals": self._chain_totals.tolist()}
 
-    def restore(self, totals: dict[str, Any]) -> None:
-        for name in self._PERSISTED:
-            setattr(self, name, totals.get(name, 0))
+    def restore(self, totals: dict[str, Any], chains: slice, main: bool) -> None:
+        """Continue from a checkpoint's ``totals``: the run's totals on process 0
+        (``main``), the per-chain rows of its own ``chains`` on every process."""
+        if main:
+            for name in self._PERSISTED:
+                setattr(self, name, totals.get(name, 0))
+        rows = np.asarray(totals.get("_chain_totals", self._chain_totals), np.float64)
+        if rows.shape == self._chain_totals.shape:
+            self._chain_totals[chains] = rows[chains]
 
     def totals(self) -> dict[str, Any]:
         """The totals that add up over processes."""
-        return {name: getattr(self, name) for name in self._SUMMED}
+        return {
+            **{name: getattr(self, name) for name in self._SUMMED},
+            "_chain_totals": self._chain_totals,
+        }
 
     def merge_totals(self, totals: dict[str, Any]) -> None:
         for name, value in totals.items():
@@ -143,6 +213,7 @@ class Run:
         self._stats_states = stats_states  # {name: state with a leading chain axis}
         self._summary_key = summary_key
         self._finalized: dict[str, Any] = {}
+        self._told = False  # the summary's diagnosis is told once per run
 
     # -- draws ----------------------------------------------------------------
     def _group(self, group: str) -> dict[str, np.ndarray]:
@@ -225,6 +296,13 @@ class Run:
     def summary(self, *, interval: str = "hdi", round_to: Any = None, source: str = "auto") -> Any:
         """A pandas DataFrame like ``arviz.summary``: mean, sd, interval, MCSE, ESS, R-hat.
 
+        Where the run shows signs of not having explored its posterior
+        (divergences, trajectories at the maximum tree depth, low E-BFMI, R-hat
+        above 1.01, ESS below 100 per chain), the first summary of the run says so
+        in a :class:`~sluice.runtime.diagnostics.DiagnosticWarning`; the table's
+        ``attrs["diagnosis"]`` holds the :class:`~sluice.runtime.diagnostics.Diagnosis`
+        (``run.diagnose()``).
+
         Parameters
         ----------
         interval
@@ -237,6 +315,42 @@ class Run:
             (``default_stats=True``), whatever the sink; ``"draws"``: ArviZ on
             the kept draws; ``"auto"``: the statistics when the run has them.
         """
+        import warnings
+
+        if not (
+            round_to is None
+            or (isinstance(round_to, str) and round_to.lower() == "none")
+            or (isinstance(round_to, int) and not isinstance(round_to, bool))
+        ):
+            raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
+        table = self._summary_table(interval, "none", source)
+        diagnosis = self._diagnose(table)  # on the values before rounding
+        if round_to is None:  # ArviZ's default decimals
+            table = table.round({c: _ROUNDING.get(c, 3) for c in table.columns})
+        elif not isinstance(round_to, str):
+            table = table.round(round_to)
+        table.attrs["diagnosis"] = diagnosis
+        if diagnosis and not self._told:
+            self._told = True
+            warnings.warn(
+                f"this run may not have explored its posterior:\n{diagnosis}",
+                DiagnosticWarning,
+                stacklevel=2,
+            )
+        return table
+
+    def diagnose(self) -> Diagnosis:
+        """The checks of CmdStan's ``diagnose`` and ArviZ on this run (divergences, maximum
+        tree depth, E-BFMI, R-hat, bulk and tail ESS; :mod:`sluice.runtime.diagnostics`);
+        ``print(run.diagnose())`` is the report. True when any check failed."""
+        return self._diagnose(self._summary_table("hdi", "none", "auto"))
+
+    def _diagnose(self, table: Any) -> Diagnosis:
+        problems = sampler_problems(self.info)
+        problems += convergence_problems(table, self.info.chains)
+        return Diagnosis(tuple(problems))
+
+    def _summary_table(self, interval: str, round_to: Any, source: str) -> Any:
         if source not in ("auto", "stats", "draws"):
             raise ValueError(f"source must be 'auto', 'stats' or 'draws', got {source!r}")
         keeps_draws = self.sink.kept() is not None

@@ -31,6 +31,7 @@ from sluice.io.store import ZarrSink
 from sluice.io.stored_summary import write_summary
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
+from sluice.runtime.diagnostics import Diagnosis, DiagnosticWarning, sampler_problems
 from sluice.runtime.loop import pipelined
 from sluice.runtime.plan import Plan, bytes_per_draw
 from sluice.runtime.progress import ChunkProgress
@@ -309,8 +310,8 @@ class Session:
         self.carry = t.put_local(jax.tree.unflatten(treedef, local))
         self.iteration = checkpoint.next_iteration
         self.stats_ready = checkpoint.stats_ready
-        if t.is_main:  # totals of the interrupted run are carried by process 0
-            self.info.restore(checkpoint.totals)
+        # totals of the interrupted run are carried by process 0, each chain's by its owner
+        self.info.restore(checkpoint.totals, t.local_chains, t.is_main)
         self.checkpoints_written = checkpoint.sequence + 1
 
     # -- chunks -------------------------------------------------------------------------
@@ -444,7 +445,9 @@ class Session:
             def finish(start: int, result: tuple) -> None:
                 carry, counters, outputs = result
                 stop = min(start + chunk, end)
-                self.info.add_counters(self._local_real(counters))
+                self.info.add_counters(
+                    self._local_real(counters), self.topology.local_chains, stop - start
+                )
                 if outputs is not None:
                     host = self._local_real(outputs)
                     self.sink.write(start - warmup, _trim(host, stop - start))
@@ -455,7 +458,12 @@ class Session:
                 if bar.enabled:  # (the chunk's carry may be donated: params read before)
                     fields = {**self._fields(counters, None, stop - start), **step}
                     fields.update(_until_fields(self.worst))
-                    bar.advance(stop - start, divergent=self.info.num_divergent, **fields)
+                    bar.advance(
+                        stop - start,
+                        divergent=self.info.num_divergent,
+                        saturated=self.info.num_saturated,
+                        **fields,
+                    )
                 else:
                     bar.advance(stop - start)
 
@@ -570,11 +578,11 @@ class Session:
         if t.multiprocess and isinstance(self.sink, MemorySink):
             self._gather_kept_draws()
             local_chains = slice(0, chains)
-        if info.num_divergent and t.is_main:
+        problems = sampler_problems(info)
+        if problems and t.is_main:
             warnings.warn(
-                f"{info.num_divergent} divergent transitions after warmup "
-                f"({info.num_divergent / (chains * info.draws):.1%} of draws); consider "
-                "a larger target_accept or reparameterising the model",
+                "the sampler's diagnostics found problems:\n" + str(Diagnosis(tuple(problems))),
+                DiagnosticWarning,
                 stacklevel=4,
             )
         run = Run(
