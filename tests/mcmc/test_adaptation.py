@@ -79,6 +79,27 @@ def test_gradient_metric_is_exact_for_a_gaussian_even_from_transient_draws():
     np.testing.assert_allclose(positions.inverse_mass_matrix, stan, rtol=1e-4)
 
 
+def test_last_window_takes_the_variance_and_earlier_ones_the_fisher_diagonal():
+    """The draws are made with the last window's metric: the draws' variance there (Stan's),
+    which a heavy tail or a funnel's neck cannot shrink as it does the Fisher diagonal."""
+    rng = np.random.default_rng(1)
+    sigma = np.array([0.5, 2.0], np.float32)
+    xs = (sigma * rng.standard_t(3, size=(60, 2))).astype(np.float32)  # heavy tails
+    grads = -xs / sigma**2  # a Gaussian's gradients: the Fisher diagonal is sigma^2 exactly
+    points = [
+        KernelState(jnp.asarray(x), jnp.float32(0.0), jnp.asarray(g))
+        for x, g in zip(xs, grads, strict=True)
+    ]
+    schedule = window_schedule(60)  # one window, iterations 9..53: the last
+    n = 45
+    stan = n / (n + 5) * xs[9:54].var(0, ddof=1) + 1e-3 * 5 / (n + 5)
+    fisher = n / (n + 5) * np.sqrt(xs[9:54].var(0) / grads[9:54].var(0)) + 1e-3 * 5 / (n + 5)
+    state = _feed(window_adaptation(), points, schedule)
+    np.testing.assert_allclose(state.inverse_mass_matrix, stan, rtol=1e-4)
+    kept = _feed(window_adaptation(final_variance=False), points, schedule)
+    np.testing.assert_allclose(kept.inverse_mass_matrix, fisher, rtol=1e-4)
+
+
 def test_dense_metric_is_the_window_covariance():
     rng = np.random.default_rng(0)
     xs = rng.multivariate_normal(np.zeros(3), [[1, 0.5, 0], [0.5, 2, 0.3], [0, 0.3, 1]], 30)
@@ -159,12 +180,13 @@ def test_warmup_with_gradients_finds_the_metric_with_fewer_gradients_than_stans_
     x0 = jnp.zeros(200)
     ours = _warmup(fn, x0, 400, jax.random.PRNGKey(0))
     stan = _warmup(fn, x0, 400, jax.random.PRNGKey(0), buffers=(75, 25, 50), feed="position")
-    # the gradient estimator is exact on a Gaussian: the metric is the variances
-    np.testing.assert_allclose(ours[1].inverse_mass_matrix, scales**2, rtol=0.05)
+    # the gradient estimator is exact on a Gaussian: the early windows' metrics are the
+    # variances, so the chain reaches its typical set with far fewer gradients
     assert int(ours[2]) < 0.6 * int(stan[2]), (int(ours[2]), int(stan[2]))
-    # Stan's metric after 400 iterations is much rougher
-    stan_error = np.abs(np.log(np.asarray(stan[1].inverse_mass_matrix) / scales**2)).max()
-    assert stan_error > 0.2
+    # the last window's metric is the variance of its draws (Stan's) and as rough as
+    # Stan's: a log error of sqrt(2 / ESS) per element, ~0.1 for ~200 effective draws
+    error = np.abs(np.log(np.asarray(ours[1].inverse_mass_matrix) / scales**2))
+    assert np.median(error) < 0.2 and error.max() < 0.6, (np.median(error), error.max())
 
 
 @pytest.mark.parametrize("feed", ["state", "position"])

@@ -33,19 +33,32 @@ Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
 Metric, at the end of a window of ``n`` draws:
 
 * diagonal, given the draws' gradients (``update`` receives kernel states):
-  ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))``, the diagonal that minimises the
-  sample Fisher divergence between the whitened posterior and a standard
-  normal (Seyboldt, Carlson & Carpenter 2026). It is exact for a Gaussian
-  whatever the draws (``g = -Sigma^{-1} (x - mu)``), so even a short window of
-  transient draws gives a good first metric; on 114 posteriordb models it beat
-  the variance estimator by a median factor of 1.3 in ESS per gradient;
+  in every window but the last, ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))``, the
+  diagonal that minimises the sample Fisher divergence between the whitened
+  posterior and a standard normal (Seyboldt, Carlson & Carpenter 2026). It is
+  exact for a Gaussian whatever the draws (``g = -Sigma^{-1} (x - mu)``), so
+  even a short window of transient draws gives a good first metric. The last
+  window, whose metric the draws are made with, takes the draws' variance
+  (Stan's): by Cauchy-Schwarz ``var(x_i) var(g_i) >= 1``, with equality only
+  for a Gaussian, so the Fisher diagonal is at most the variance and is far
+  smaller for a coordinate with heavy tails or a funnel's neck: the metric
+  gives that coordinate too small a scale, and the chains cross its tails
+  slowly, or not at all in a run's length. On Inference Gym's
+  stochastic volatility (SP500 small) the Fisher diagonal throughout gave step
+  sizes about twice BlackJAX's and NumPyro's (0.16-0.21 against 0.06-0.12)
+  and missed the wide end of the volatility's funnel with no divergence to
+  warn (sd of ``mean_log_volatility`` 0.81 against 1.05, z = 5.6); on the
+  banana a min bulk ESS of 13 against about 200 (``python bench/inference_gym.py
+  --targets sv_small,banana --libraries sluice,sluice-fisher``, the second
+  with ``final_variance=False``). The Fisher diagonal stays the metric of the
+  earlier windows and of the low-rank metric;
 * diagonal, given positions only: the draws' variance (Stan);
 * dense: the draws' covariance (Stan);
 
 each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
 
-* low rank plus diagonal (nutpie's): the Fisher diagonal above, and from the
-  window's last ``WINDOW_DRAWS`` draws and gradients the directions where the
+* low rank plus diagonal (nutpie's): the Fisher diagonal (in every window),
+  and from the window's last ``WINDOW_DRAWS`` draws and gradients the directions where the
   posterior, scaled by that diagonal, is far from round
   (:func:`sluice.mcmc.metric.fit_low_rank`). The draws are kept in a ring of
   fixed size, so the state does not grow with the window. With
@@ -202,11 +215,13 @@ def window_adaptation(
     gradient_metric: bool = True,
     low_rank: int = 0,
     low_rank_max_dim: int | None = None,
+    final_variance: bool = True,
 ) -> WindowAdaptation:
     """Window adaptation for one chain (see the module docstring).
 
     ``gradient_metric=False`` keeps Stan's variance estimator even when the
-    gradients are given. ``low_rank=k > 0``: a low-rank plus diagonal metric
+    gradients are given; ``final_variance=False`` keeps the Fisher diagonal in
+    the last window too (both about the diagonal metric). ``low_rank=k > 0``: a low-rank plus diagonal metric
     with at most ``k`` directions (needs the gradients). ``low_rank_max_dim``
     makes it a preference (``mass_matrix="auto"``): a position of more
     elements, or of one (no direction to fit), or a point given without its
@@ -280,7 +295,9 @@ def window_adaptation(
             count=count, mean=means[0], m2=m2s[0], grad_mean=means[1], grad_m2=m2s[1]
         )
 
-    def _end_window(state: AdaptationState, window: jax.Array | None) -> AdaptationState:
+    def _end_window(
+        state: AdaptationState, window: jax.Array | None, last: jax.Array
+    ) -> AdaptationState:
         n = state.count.astype(state.mean.dtype)
         estimate = state.m2 / jnp.maximum(n - 1.0, 1.0)  # the draws' (co)variance
         if dense_mass:
@@ -291,6 +308,8 @@ def window_adaptation(
                 # sqrt(var(x) / var(g)) where the gradients were recorded and vary
                 # (the (n - 1) normalisations cancel); the variance elsewhere.
                 has_grad = state.grad_m2 > 0
+                if final_variance and window is None:
+                    has_grad = has_grad & ~last
                 fisher = jnp.sqrt(state.m2 / jnp.where(has_grad, state.grad_m2, 1.0))
                 estimate = jnp.where(has_grad, fisher, estimate)
         # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
@@ -332,7 +351,8 @@ def window_adaptation(
             window = jax.lax.dynamic_update_index_in_dim(window, row, slot, 0)
         state = jax.lax.cond(in_slow, _welford, lambda s, _: s, state, point)
         window_ended = jnp.any(t == schedule.window_ends)
-        state = jax.lax.cond(window_ended, _end_window, lambda s, _: s, state, window)
+        last = t == schedule.slow_end - 1
+        state = jax.lax.cond(window_ended, _end_window, lambda s, *_: s, state, window, last)
         return state._replace(window=window), window_ended
 
     def restart(state: AdaptationState, step_size: jax.Array) -> AdaptationState:

@@ -146,7 +146,8 @@ class NUTS(_HMCFamily):
         ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise, and
         ``"diag"`` in a ``sluice.sample`` run on CPU too short to repay the
         low-rank metric's compile (``sluice.runtime.plan.LOW_RANK_MIN_RUN_BYTES``);
-        ``"diag"``: the Fisher diagonal from draws and gradients;
+        ``"diag"``: the Fisher diagonal from draws and gradients in the early
+        windows, the draws' variance in the last (:mod:`sluice.mcmc.adaptation`);
         ``"dense"``: the draws' covariance (Stan's); ``"low_rank"``: the
         Fisher diagonal plus up to ``max_rank`` directions fitted from draws
         and gradients as nutpie does (:mod:`sluice.mcmc.metric`), for
