@@ -26,7 +26,15 @@ Models:
 * ``stochastic_volatility``: a Gaussian random walk of log-volatility under
   Student-t returns, 500 days (synthetic);
 * ``eight_schools``: the non-centred eight schools;
-* ``gp``: a marginal Gaussian process (ExpQuad kernel), 100 points.
+* ``gp``: a marginal Gaussian process (ExpQuad kernel), 100 points;
+* ``logistic_well``: logistic regression, 2,000 x 200, small coefficients (a
+  well-conditioned posterior, close to round);
+* ``radon_nc``: ``radon``'s data with non-centred varying intercepts;
+* ``radon_slopes``: non-centred varying intercepts and floor slopes, 85 groups;
+* ``linear``: linear regression, 10,000 rows x 20 covariates;
+* ``poisson``: Poisson regression with an exposure, 2,000 rows x 10 covariates;
+* ``hier_logistic``: logistic regression with non-centred intercepts of 40
+  groups of 50 rows and 3 covariates.
 
 Commands::
 
@@ -49,7 +57,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import emit_result, machine_info, markdown_table, median, run_isolated
 
-MODELS = ("logistic", "radon", "stochastic_volatility", "eight_schools", "gp")
+MODELS = (
+    "logistic", "radon", "stochastic_volatility", "eight_schools", "gp",
+    "logistic_well", "radon_nc", "radon_slopes", "linear", "poisson", "hier_logistic",
+)  # fmt: skip
 SAMPLERS = ("sluice", "sluice-diag", "sluice-one-device", "numpyro", "nutpie")
 EXTRA_SAMPLERS = ("sluice-low-rank", "sluice-sequential")  # run only when named in --samplers
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
@@ -121,6 +132,74 @@ def build(name: str) -> tuple[Any, list[str]]:
             gp = pm.gp.Marginal(cov_func=cov)
             gp.marginal_likelihood("y", X=x, y=y, sigma=sigma)
         return model, ["ell", "eta", "sigma"]
+    if name == "logistic_well":
+        n, k = 2000, 200
+        x = rng.normal(size=(n, k))
+        beta = rng.normal(scale=0.05, size=k)
+        y = rng.random(n) < 1 / (1 + np.exp(-(x @ beta)))
+        with pm.Model() as model:
+            a = pm.Normal("alpha", 0.0, 2.0)
+            b = pm.Normal("beta", 0.0, 1.0, shape=k)
+            pm.Bernoulli("y", logit_p=a + x @ b, observed=y.astype(int))
+        return model, ["alpha", "beta"]
+    if name in ("radon_nc", "radon_slopes"):
+        groups, n = 85, 919
+        county = np.concatenate([np.arange(groups), rng.integers(0, groups, n - groups)])
+        floor = rng.integers(0, 2, n)
+        a_true = rng.normal(1.5, 0.3, groups)
+        b_true = rng.normal(-0.7, 0.2 if name == "radon_slopes" else 0.0, groups)
+        y = a_true[county] + b_true[county] * floor + rng.normal(0, 0.7, n)
+        with pm.Model(coords={"county": np.arange(groups)}) as model:
+            mu = pm.Normal("mu_a", 0.0, 10.0)
+            sigma_a = pm.HalfNormal("sigma_a", 1.0)
+            z_a = pm.Normal("z_a", 0.0, 1.0, dims="county")
+            a = mu + sigma_a * z_a
+            free = ["mu_a", "sigma_a", "z_a", "sigma"]
+            if name == "radon_slopes":
+                mu_b = pm.Normal("mu_b", 0.0, 1.0)
+                sigma_b = pm.HalfNormal("sigma_b", 1.0)
+                z_b = pm.Normal("z_b", 0.0, 1.0, dims="county")
+                b = (mu_b + sigma_b * z_b)[county]
+                free += ["mu_b", "sigma_b", "z_b"]
+            else:
+                b = pm.Normal("b", 0.0, 1.0)
+                free += ["b"]
+            sigma = pm.HalfNormal("sigma", 1.0)
+            pm.Normal("y", a[county] + b * floor, sigma, observed=y)
+        return model, free
+    if name == "linear":
+        n, k = 10_000, 20
+        x = rng.normal(size=(n, k))
+        y = x @ rng.normal(size=k) + 1.0 + rng.normal(0, 2.0, n)
+        with pm.Model() as model:
+            a = pm.Normal("alpha", 0.0, 10.0)
+            b = pm.Normal("beta", 0.0, 10.0, shape=k)
+            sigma = pm.HalfNormal("sigma", 5.0)
+            pm.Normal("y", a + x @ b, sigma, observed=y)
+        return model, ["alpha", "beta", "sigma"]
+    if name == "poisson":
+        n, k = 2000, 10
+        x = rng.normal(size=(n, k))
+        exposure = rng.uniform(0.5, 2.0, n)
+        y = rng.poisson(exposure * np.exp(0.5 + x @ rng.normal(scale=0.3, size=k)))
+        with pm.Model() as model:
+            a = pm.Normal("alpha", 0.0, 5.0)
+            b = pm.Normal("beta", 0.0, 1.0, shape=k)
+            pm.Poisson("y", exposure * pm.math.exp(a + x @ b), observed=y)
+        return model, ["alpha", "beta"]
+    if name == "hier_logistic":
+        groups, per, k = 40, 50, 3
+        g = np.repeat(np.arange(groups), per)
+        x = rng.normal(size=(groups * per, k))
+        logit = rng.normal(0, 0.8, groups)[g] + x @ np.array([0.5, -0.3, 0.2])
+        y = rng.random(groups * per) < 1 / (1 + np.exp(-logit))
+        with pm.Model(coords={"group": np.arange(groups)}) as model:
+            mu = pm.Normal("mu", 0.0, 2.0)
+            tau = pm.HalfNormal("tau", 1.0)
+            z = pm.Normal("z", 0.0, 1.0, dims="group")
+            b = pm.Normal("beta", 0.0, 1.0, shape=k)
+            pm.Bernoulli("y", logit_p=(mu + tau * z)[g] + x @ b, observed=y.astype(int))
+        return model, ["mu", "tau", "z", "beta"]
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
