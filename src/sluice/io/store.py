@@ -486,10 +486,9 @@ class ZarrSink:
                 "num_gradients_warmup",
                 "num_gradients",
                 "num_divergent",
-                "num_saturated",
                 "_sum_acceptance",
             ):
-                totals[name] = totals.get(name, 0) + part.totals.get(name, 0)
+                totals[name] += part.totals[name]
             if "_chain_totals" in part.totals:  # each process's rows are its own chains'
                 totals["_chain_totals"] = (
                     np.asarray(totals["_chain_totals"]) + np.asarray(part.totals["_chain_totals"])

@@ -41,7 +41,6 @@ class RunInfo:
     params: Any = None  # the kernel's tuned parameters per chain (leading chain axis)
     step_size: np.ndarray | None = None  # HMC family: the tuned step size of each chain
     inverse_mass_matrix: np.ndarray | None = None  # and its inverse mass matrix
-    num_saturated: int = 0  # sampling transitions that reached the kernel's max tree depth
     _sum_acceptance: float = 0.0
     converged_at: int | None = None  # draws per chain where ``until`` stopped the run
     # per chain: divergent, saturated, draws with an energy, sum E, sum E**2, sum of the
@@ -89,7 +88,6 @@ class RunInfo:
         real chains, the global chains ``chains``)."""
         self.num_gradients += int(np.sum(counters.num_gradients, dtype=np.int64))
         self.num_divergent += int(np.sum(counters.num_divergent, dtype=np.int64))
-        self.num_saturated += int(np.sum(counters.num_saturated, dtype=np.int64))
         self._sum_acceptance += float(np.sum(counters.sum_acceptance, dtype=np.float64))
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
         rows = self._chain_totals[chains]
@@ -115,6 +113,11 @@ class RunInfo:
         return self._chain_totals[:, 1].astype(np.int64)
 
     @property
+    def num_saturated(self) -> int:
+        """Transitions after warmup that reached the kernel's max tree depth."""
+        return int(self.chain_saturated.sum())
+
+    @property
     def e_bfmi(self) -> np.ndarray:
         """The energy Bayesian fraction of missing information of each chain's draws, as
         ArviZ's ``bfmi``: ``mean((E_t - E_{t-1})**2) / var(E)`` (``ddof=1``); NaN for a
@@ -132,16 +135,9 @@ class RunInfo:
         "num_gradients_warmup",
         "num_gradients",
         "num_divergent",
-        "num_saturated",
         "_sum_acceptance",
     )
-    _SUMMED = (
-        "num_gradients_warmup",
-        "num_gradients",
-        "num_divergent",
-        "num_saturated",
-        "_sum_acceptance",
-    )
+    _SUMMED = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
 
     def to_dict(self) -> dict[str, Any]:
         """The running totals a checkpoint carries (JSON-able)."""
