@@ -12,8 +12,8 @@ from scipy import stats
 
 import sluice.apps.datasets
 import sluice.apps.vi_demo
+import sluice.runtime.fitting
 import sluice.vi.families
-import sluice.vi.fitting
 import sluice.vi.particles
 from sluice.apps.datasets import logistic_regression_data
 
@@ -109,7 +109,7 @@ def test_the_data_are_the_notebooks():
         sluice.apps.datasets,
         sluice.vi.families,
         sluice.vi.particles,
-        sluice.vi.fitting,
+        sluice.runtime.fitting,
         sluice.apps.vi_demo,
     ],
 )

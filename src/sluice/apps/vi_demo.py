@@ -28,8 +28,8 @@ import optax
 
 from sluice.apps.datasets import logistic_regression_data
 from sluice.model import Model
+from sluice.runtime.fitting import Fit, fit
 from sluice.vi.families import meanfield
-from sluice.vi.fitting import Fit, fit
 
 __all__ = [
     "NOTEBOOK_ELBO_OFFSET",

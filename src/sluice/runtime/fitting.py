@@ -1,32 +1,20 @@
-"""``fit()``: maximise a particle bound with optax, in compiled chunks of steps.
+"""``fit()``: VI's host loop, maximising a particle bound with optax in compiled chunks.
 
-The device side is one jitted function that advances the optimisation by
-``chunk_size`` steps with ``lax.scan``. Step ``t`` (absolute, from 0) draws its
-particles from ``fold_in(PRNGKey(seed), t)`` (then particle ``i`` from
-``fold_in(that, i)``, see :mod:`sluice.vi.particles`), so the fit does not
-depend on the chunk size. ``start`` and ``stop`` are traced arguments: steps at
-or past ``stop`` leave the state untouched, so a short last chunk is masked,
-not recompiled, and a second fit of a model with the same structure reuses the
-compiled program.
-
-A step whose ELBO, gradient or updated parameters are not finite is not
-applied: the state is frozen from there on and the step is recorded, and the
-host raises :class:`FitError` naming the step and the parameters after the
-chunk comes back. Nothing traced prints, writes or reads the clock.
-
-The host loop validates the arguments before anything is traced, dispatches
-chunk ``k + 1`` before it reads chunk ``k``'s ELBO trace, and advances the
-progress bar once per chunk.
+The chunks are :mod:`sluice.vi.chunk`'s program (``chunk_size`` optimisation
+steps, masked past the last one); this loop validates the arguments before
+anything is traced, dispatches chunk ``k + 1`` before it reads chunk ``k``'s
+ELBO trace (:func:`~sluice.runtime.loop.pipelined`, MCMC's loop too), advances
+the progress bar once per chunk, and raises :class:`FitError`, naming the step
+and the parameters, when a chunk comes back with a non-finite step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -34,51 +22,21 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from sluice._checks import check_count
-from sluice._jax import compile as programs
 from sluice._jax.tree import PyTree, path_name
 from sluice.model import Model, as_model
 from sluice.runtime.loop import pipelined
 from sluice.runtime.progress import ChunkProgress
+from sluice.vi.chunk import FitProgram, FitState, fit_program, import_optax
 from sluice.vi.families import Family, get_family
-from sluice.vi.particles import BOUNDS, _bound, _draws
+from sluice.vi.particles import BOUNDS
 
 if TYPE_CHECKING:
     import optax
 
-__all__ = ["Fit", "FitError", "FitFailure", "FitInfo", "FitState", "fit"]
+__all__ = ["Fit", "FitError", "FitInfo", "fit"]
 
 DEFAULT_LEARNING_RATE = 1e-2
-
-
-def _optax() -> Any:
-    """optax, or an ImportError that names the extra to install."""
-    try:
-        import optax
-    except ImportError as error:
-        raise ImportError(
-            "sluice.vi.fit needs optax, which is not installed: pip install 'sluice[vi]'"
-        ) from error
-    return optax
-
-
 DEFAULT_CHUNK_SIZE = 100
-
-
-class FitFailure(NamedTuple):
-    """The first step whose ELBO, gradient or update was not finite."""
-
-    step: jax.Array  # () int32: that step's index; -1 while every step was finite
-    elbo: jax.Array  # () float: the ELBO estimate at that step (nan before a failure)
-    grad_finite: Any  # like params, bool: which gradient entries were finite at that step
-    update_finite: Any  # like params, bool: which updated parameter entries were finite
-
-
-class FitState(NamedTuple):
-    """What the optimisation carries from step to step (and from chunk to chunk)."""
-
-    params: Any  # the family's parameters, e.g. MeanFieldParams of (dim,) float arrays
-    opt_state: Any  # the optimizer's state for params
-    failure: FitFailure  # the first non-finite step, if any
 
 
 class FitError(ValueError):
@@ -126,143 +84,6 @@ class FitInfo:
         return -(-self.steps // self.chunk_size)
 
 
-# -- the compiled chunk ----------------------------------------------------------------------
-
-
-def _all_finite(tree: PyTree) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
-
-
-def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
-    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
-
-
-def _make_advance(
-    logdensity_fn: Callable[[Any, jax.Array], jax.Array],
-    family: Family,
-    optimizer: optax.GradientTransformation,
-    particles: int,
-    particle_chunk_size: int | None,
-    bound: str,
-    chunk_size: int,
-) -> Callable:
-    """``advance(consts, state, root_key, start, stop) -> (state, elbo (chunk_size,))``, jitted.
-
-    Step ``t`` draws its particles from ``fold_in(root_key, t)``.
-    """
-
-    def loss(params: Any, consts: Any, rng_key: jax.Array) -> jax.Array:
-        value = _bound(
-            logdensity_fn, consts, family, params, rng_key, particles, particle_chunk_size, bound
-        )
-        return -value
-
-    def step(
-        consts: Any, root_key: jax.Array, stop: jax.Array, state: FitState, t: jax.Array
-    ) -> tuple[FitState, jax.Array]:
-        value, grads = jax.value_and_grad(loss)(
-            state.params, consts, jax.random.fold_in(root_key, t)
-        )
-        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-        params = _optax().apply_updates(state.params, updates)
-        finite = jnp.isfinite(value) & _all_finite(grads) & _all_finite(params)
-        active = (t < stop) & (state.failure.step < 0)
-        failure = FitFailure(
-            step=t.astype(jnp.int32),
-            elbo=-value,
-            grad_finite=jax.tree.map(jnp.isfinite, grads),
-            update_finite=jax.tree.map(jnp.isfinite, params),
-        )
-        new = FitState(
-            params=_select(active & finite, params, state.params),
-            opt_state=_select(active & finite, opt_state, state.opt_state),
-            failure=_select(active & ~finite, failure, state.failure),
-        )
-        return new, -value
-
-    def advance(
-        consts: Any, state: FitState, root_key: jax.Array, start: jax.Array, stop: jax.Array
-    ) -> tuple[FitState, jax.Array]:
-        steps = start + jnp.arange(chunk_size, dtype=jnp.int32)
-        return jax.lax.scan(lambda s, t: step(consts, root_key, stop, s, t), state, steps)
-
-    return advance
-
-
-def _make_init(family: Family, optimizer: optax.GradientTransformation) -> Callable:
-    """``init(loc (dim,)) -> FitState``, jitted (one dispatch instead of many small ones)."""
-
-    def init(loc: jax.Array) -> FitState:
-        params = family.init(loc)
-        return FitState(
-            params=params,
-            opt_state=optimizer.init(params),
-            failure=FitFailure(
-                step=jnp.asarray(-1, jnp.int32),
-                elbo=jnp.asarray(jnp.nan, loc.dtype),
-                grad_finite=jax.tree.map(lambda x: jnp.ones(x.shape, bool), params),
-                update_finite=jax.tree.map(lambda x: jnp.ones(x.shape, bool), params),
-            ),
-        )
-
-    return init
-
-
-class _Program(NamedTuple):
-    """A fit's programs (plain functions) and their compile-cache keys."""
-
-    init: Callable  # loc (dim,) -> FitState, see _make_init
-    advance: Callable  # see _make_advance
-    sample: Callable  # (consts, params, rng_key, num_samples static) -> {group: {name: ...}}
-    key: tuple  # what the programs are built from (model fingerprint and settings)
-
-    def run(self, name: str, *args: Any, static: tuple = ()) -> Any:
-        """Program ``name`` on ``args`` through the compile cache (:mod:`sluice._jax.compile`)."""
-        fn = getattr(self, name)
-        if static:
-            fn = functools.partial(fn, *static)
-        return programs.compiled((f"vi.{name}", *self.key, static), fn, args)(*args)
-
-
-def _program(
-    model: Model,
-    family: Family,
-    optimizer: optax.GradientTransformation,
-    optimizer_key: Any,
-    particles: int,
-    particle_chunk_size: int | None,
-    bound: str,
-    chunk_size: int,
-) -> _Program:
-    """The programs of a fit. Two models with the same fingerprint differ only in their
-    data, which the programs take as an argument, so they share compiled programs; so do
-    families and optimizers with equal keys."""
-    flat = model.flatten()
-    key = (flat.fingerprint, family.cache_key, optimizer_key, particles, particle_chunk_size,
-           bound, chunk_size)  # fmt: skip
-    return _Program(
-        init=_make_init(family, optimizer),
-        advance=_make_advance(
-            flat.logdensity_fn, family, optimizer, particles, particle_chunk_size, bound, chunk_size
-        ),
-        sample=_make_sample(flat, family),
-        key=key,
-    )
-
-
-def _make_sample(flat: Any, family: Family) -> Callable:
-    def groups(consts: Any, x: jax.Array) -> dict[str, dict[str, jax.Array]]:
-        out = {"posterior": flat.draws_fn(consts, x)}
-        if flat.log_likelihood_fn is not None:
-            out["log_likelihood"] = flat.log_likelihood_fn(consts, x)
-        return out
-
-    def sample(num_samples: int, consts: Any, params: Any, rng_key: jax.Array) -> dict:
-        return _draws(groups, consts, family, params, rng_key, num_samples)
-
-    return sample
-
-
 # -- the result ------------------------------------------------------------------------------
 
 
@@ -291,7 +112,7 @@ class Fit:
         params: Any,
         elbo: np.ndarray,
         info: FitInfo,
-        program: _Program,
+        program: FitProgram,
     ) -> None:
         self.model = model
         self.family = family
@@ -467,7 +288,7 @@ def fit(
         check_count("particle_chunk_size", particle_chunk_size)
     if chunk_size is not None:
         check_count("chunk_size", chunk_size)
-    optax = _optax()
+    optax = import_optax()
     optimizer_key: Any = optimizer
     if optimizer is None:
         optimizer = optax.adam(DEFAULT_LEARNING_RATE)
@@ -488,7 +309,7 @@ def fit(
 
     particles, steps, seed = int(particles), int(steps), int(seed)
     chunk = min(chunk_size or DEFAULT_CHUNK_SIZE, steps)
-    program = _program(
+    program = fit_program(
         model, family, optimizer, optimizer_key, particles, particle_chunk_size, bound, chunk
     )
     consts = model.flatten().consts
