@@ -181,17 +181,17 @@ def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_by_its_traff
     The chunk program of a short run takes the classic emitters; with the bound at
     zero, XLA's defaults, compiled anew rather than found in the cache."""
     import sluice
-    from sluice.runtime import session
+    from sluice.runtime.compiling import Compiler
 
     decided = []
-    real = session.Session._compile_options
+    real = Compiler.compile_options
 
     def recording(self, name, args):
         options = real(self, name, args)
         decided.append((name, options.get("fast_if_small", False), options.get("options")))
         return options
 
-    monkeypatch.setattr(session.Session, "_compile_options", recording)
+    monkeypatch.setattr(Compiler, "compile_options", recording)
     model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2), init={"x": jnp.zeros(3)})
     programs.clear()
     first = sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)

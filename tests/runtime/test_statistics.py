@@ -9,6 +9,7 @@ import pytest
 
 from sluice import stats
 from sluice._jax import compile as programs
+from sluice.runtime import compiling
 from sluice.runtime import session as session_module
 from sluice.runtime import statistics as run_statistics
 
@@ -114,7 +115,7 @@ def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
 
 @pytest.mark.parametrize("threshold, waits", [(0, True), (2**62, False)])
 def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch, threshold, waits):
-    """A run whose sampling holds at least session.AWAIT_COMPILE_BYTES starts sampling
+    """A run whose sampling holds at least compiling.AWAIT_COMPILE_BYTES starts sampling
     only once the statistics' background compile is done (its transient heap would
     stack on the sampling buffers); a smaller one samples beside it."""
     import threading
@@ -123,7 +124,7 @@ def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch,
     import sluice
 
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
-    monkeypatch.setattr(session_module, "AWAIT_COMPILE_BYTES", threshold)
+    monkeypatch.setattr(compiling, "AWAIT_COMPILE_BYTES", threshold)
     release = threading.Event()
     real = programs.compiled
 

@@ -6,7 +6,8 @@ the draws. Between chunks it moves this process's chains' draws to the sink,
 writes a checkpoint (when the sink can resume) and advances the progress
 bar; chunk ``k + 1`` is dispatched before chunk ``k``'s draws are copied out
 (:func:`~sluice.runtime.loop.pipelined`), so the device keeps working while
-the host writes.
+the host writes. Which program compiles when, and the time compiling takes, are
+its :class:`~sluice.runtime.compiling.Compiler`'s.
 
 With several processes every process runs this loop on its own block of
 chains; checkpoints are committed by process 0 after a barrier, and totals
@@ -16,7 +17,6 @@ same merged results.
 
 from __future__ import annotations
 
-import threading
 import time
 import warnings
 from typing import Any
@@ -31,9 +31,10 @@ from sluice.io.store import ZarrSink
 from sluice.io.stored_summary import write_summary
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
+from sluice.runtime.compiling import Compiler
 from sluice.runtime.diagnostics import Diagnosis, DiagnosticWarning, sampler_problems
 from sluice.runtime.loop import pipelined
-from sluice.runtime.plan import Plan, bytes_per_draw
+from sluice.runtime.plan import Plan
 from sluice.runtime.progress import ChunkProgress
 from sluice.runtime.run import Run, RunInfo
 from sluice.runtime.until import worst as worst_values
@@ -55,10 +56,6 @@ def _until_fields(worst: dict[str, float] | None) -> dict[str, float]:
         out["max_mcse"] = worst["mcse_mean"]
     return out
 
-
-# Sampling phases holding at least this much (carries and two chunks of outputs)
-# wait for the statistics' background compile before they start.
-AWAIT_COMPILE_BYTES = 128 * 2**20
 
 # Runs with at most this many elements x chains show live diagnostics (see _watched).
 WATCH_ELEMENTS = 2**16
@@ -93,151 +90,7 @@ class Session:
         self.iteration = 0  # next absolute iteration (warmup + draws) of every chain
         self.stats_ready = False
         self.checkpoints_written = 0
-        self.compiling = 0.0  # seconds spent compiling (or waiting for a compile)
-        self._precompiling = False
-        self._precompile_thread: threading.Thread | None = None
-
-    # -- compiling -----------------------------------------------------------------
-    def _compiled(self, name: str, args: tuple) -> Any:
-        """The chunk program ``name`` for ``args``, through the compile cache (timed)."""
-        program = self.plan.program
-        key = self._program_key(name)
-        executable = programs.ready(key, args)
-        if executable is None:
-            t0 = time.perf_counter()
-            executable = programs.compiled(
-                key, program.jitted(name), args, **self._compile_options(name, args)
-            )
-            self.compiling += time.perf_counter() - t0
-        return executable
-
-    def _xla_options(self, name: str) -> dict[str, Any] | None:
-        """XLA's options of the chunk program ``name`` (the plan's: ``init`` aside)."""
-        if name.startswith("update_statistics"):
-            return self.plan.statistics_options
-        return self.plan.compile_options
-
-    def _compile_options(self, name: str, args: tuple) -> dict[str, Any]:
-        """The init program runs once per run (a few dozen log densities per chain):
-        compiled for a quick compile while the model's data and one draw are small.
-        With the PyMC adapter's start, that took the main thread's compiles from 1.18 s
-        to 0.68 s on eight schools and from 1.72 s to 0.97 s on radon (``python -m
-        bench compile-init``). The size that decides leaves out the chains' layout, so
-        that every layout of the same run compiles it alike and its draws stay
-        bit-identical."""
-        if name != "init":
-            return {"options": self._xla_options(name)}
-        consts, _positions, _chain_ids, _keys, example = args  # _init_args
-        return {"fast_if_small": True, "fast_by": (consts, example)}
-
-    def _program_key(self, name: str) -> Any:
-        """The cache key of the chunk program ``name``: with the XLA options of the
-        chunk program when they are not the defaults (a run of other length may
-        choose others for the same program, and must not find these)."""
-        key = self.plan.program.key(name)
-        options = self._xla_options(name)
-        if name == "init" or not options:
-            return key
-        return (*key, ("xla", tuple(sorted(options.items()))))
-
-    def _stats_start(self) -> tuple[tuple, Any]:
-        program = self.plan.program
-        t = self.topology
-        return run_statistics.start_program(
-            self.plan.flat, program.statistic, t.slots_per_process,
-            None if t.multiprocess else t.sharding,
-        )  # fmt: skip
-
-    def _precompile_statistics(self) -> None:
-        """Compile the statistics' start, merge and finalize in a background thread
-        (:func:`sluice.runtime.statistics.precompile`) while this one samples.
-
-        Started once the chunk program is compiled, never beside it: two XLA
-        compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
-        50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
-        busy, saved only ~15% of the time on two cores.
-        """
-        p = self.plan
-        if self._precompiling or not p.statistics:
-            return
-        self._precompiling = True
-        key, start = self._stats_start()
-        example: Any = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
-        pilot = p.program.statistic.pilot
-        if pilot:
-            example = jax.tree.map(
-                lambda s: jax.ShapeDtypeStruct((self.config.chains * pilot, *s.shape), s.dtype),
-                p.flat.draw_shapes(),
-            )
-        self._precompile_thread = run_statistics.precompile(
-            p.statistics, key, start, (p.flat.consts, example)
-        )
-
-    def _await_precompile(self) -> None:
-        """Let the statistics' background compile finish before a large run samples.
-
-        Its transient heap (~0.45 GB for the default statistics) came on top of
-        the sampling phase's buffers (carries, output chunks in flight, their
-        host copies, checkpoints): on the 50,000-dim Zarr run that overlap set
-        the peak RSS. It normally ends during warmup; when it has not, a run
-        whose sampling phase holds at least :data:`AWAIT_COMPILE_BYTES` waits
-        for it (a few seconds of a long phase), and a smaller run samples beside
-        it (its memory is small, and the wait would be a large share of its
-        wall time: 19.4 against 18.2 s to a summary on a 1000-dim Gaussian,
-        5000 draws). The wait counts as compile time.
-        """
-        thread, self._precompile_thread = self._precompile_thread, None
-        if thread is None or not thread.is_alive():
-            return
-        p = self.plan
-        held = sum(x.nbytes for x in jax.tree.leaves(self.topology.local(self.carry)))
-        if p.program.record:
-            slots = self.topology.local_slots
-            held += 2 * p.config.chunk_size * (slots.stop - slots.start) * bytes_per_draw(p.layout)
-        if held >= AWAIT_COMPILE_BYTES:
-            t0 = time.perf_counter()
-            thread.join()
-            self.compiling += time.perf_counter() - t0
-
-    def _compile_chunk_beside(self, init_args: tuple) -> threading.Thread | None:
-        """Start compiling the chunk program in a thread, from the shapes of the carry
-        that ``init`` will return, while this thread computes the starting points and
-        compiles and runs ``init``.
-
-        Small models wait mostly for these compiles (on the 10-dim logistic
-        regression the chunk program takes ~1.3 s to compile after ~0.3 s of
-        tracing, init ~0.4 s); XLA releases the GIL while compiling. On several
-        devices the carry's shapes carry ``init``'s output sharding (every leaf split
-        along the chain axis), so the executable takes the real carry. One process
-        only: another process's compile could not be waited on here.
-        """
-        p, t = self.plan, self.topology
-        if not programs.background_enabled() or t.process_count > 1:
-            return None
-        carry, _ = jax.eval_shape(p.program.jitted("init"), *init_args)
-        if t.sharding is not None:
-            carry = jax.tree.map(
-                lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding), carry
-            )
-        stats, carry = self._split_statistics(carry)
-        # start and stop are Python ints, traced by value type only: any will do
-        args = self._advance_args(carry, 0, p.config.warmup + p.config.draws)
-        jobs = [(self._advance_name, args)]
-        if stats is not None:  # then the statistics' own program (its states' shapes)
-            draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
-            jobs.append((self._statistics_name, self._statistics_args(stats, draws, 1)))
-        jobs = [
-            (self._program_key(n), p.program.jitted(n), a, self._xla_options(n)) for n, a in jobs
-        ]
-
-        def work() -> None:
-            for key, fn, args, options in jobs:
-                try:
-                    programs.compiled(key, fn, args, options=options)
-                except Exception:  # the foreground call compiles again and raises it
-                    pass
-
-        return programs.in_background(work, "sluice-compile")
+        self.compiler = Compiler(plan, self.checkpointing)
 
     # -- starting --------------------------------------------------------------------
     def _init_args(self, positions: Any) -> tuple:
@@ -247,25 +100,25 @@ class Session:
 
     def _timed(self, phase: str, t0: float, compile_before: float) -> None:
         """Book the time since ``t0`` to ``phase``, apart from compilation."""
-        compiling = self.compiling - compile_before
+        compiling = self.compiler.seconds - compile_before
         self.info.compile_seconds += compiling
         elapsed = time.perf_counter() - t0 - compiling
         setattr(self.info, phase, getattr(self.info, phase) + elapsed)
 
     def start(self) -> None:
         """Start every chain of this process from its initial point."""
-        t0, c0 = time.perf_counter(), self.compiling
+        t0, c0 = time.perf_counter(), self.compiler.seconds
         p, t = self.plan, self.topology
         # the chunk program compiles from shapes: it starts before the chains' starting
         # points are computed (a function init may be a program to compile itself)
         spec = jax.ShapeDtypeStruct((t.slots_per_process, p.flat.dim), p.flat.dtype)
-        beside = self._compile_chunk_beside(self._init_args(spec))
+        beside = self.compiler.compile_beside(self._init_args(spec), self._advance_args)
         t1 = time.perf_counter()
         positions = t.put_local(p.local_positions())
         if callable(p.model.init):  # mostly a compile (the PyMC adapter's jittered start)
-            self.compiling += time.perf_counter() - t1
+            self.compiler.seconds += time.perf_counter() - t1
         args = self._init_args(positions)
-        self.carry, grads = self._compiled("init", args)(*args)
+        self.carry, grads = self.compiler.executable("init", args)(*args)
         real = self.topology.local_chains
         if self.plan.check_init:  # from the init program's values: no program of its own
             kernel = self.carry.kernel
@@ -276,10 +129,8 @@ class Session:
                 self.topology.local(kernel.logdensity_grad)[:n],
                 self.topology.local(kernel.position)[:n],
             )
-        if beside is not None:  # the wait counts as compile time
-            t1 = time.perf_counter()
-            beside.join()
-            self.compiling += time.perf_counter() - t1
+        if beside is not None:
+            self.compiler.join(beside)
         local_grads = self.topology.local(grads)[: real.stop - real.start]
         self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
         self._timed("warmup_seconds", t0, c0)
@@ -334,48 +185,27 @@ class Session:
             self.sink.commit(checkpoint, parity, self.topology.process_count)
         self.checkpoints_written += 1
 
-    @property
-    def _advance_name(self) -> str:
-        """Without checkpoints nothing reads a carry once the next chunk is dispatched:
-        the chunk program may reuse its buffers."""
-        return "advance" if self.checkpointing else "advance_donated"
-
     def _advance_args(self, carry: Any, start: int, stop: int) -> tuple:
         p = self.plan
         return (p.flat.consts, carry, self.chain_ids, start, stop, p.config.warmup,
                 self.schedule, p.keys)  # fmt: skip
 
-    @property
-    def _statistics_name(self) -> str:
-        return "update_statistics" if self.checkpointing else "update_statistics_donated"
-
-    def _split_statistics(self, carry: Any) -> tuple[Any, Any]:
-        """``(stats, carry without them)`` when the statistics have a program of their own
-        (:attr:`~sluice.mcmc.chunk.ChunkProgram.separate_statistics`), else
-        ``(None, carry)``."""
-        if not (self.plan.program.separate_statistics and self.plan.statistics):
-            return None, carry
-        return carry.stats, carry._replace(stats=None)
-
-    @staticmethod
-    def _statistics_args(stats: Any, draws: Any, count: int) -> tuple:
-        return (stats, draws, np.int32(count))
-
     def _advance(self, carry: Any, start: int, stop: int) -> Any:
         """One chunk from ``carry``: the chunk program, then the statistics' own program
         on its draws (sampling chunks; during warmup the statistics wait)."""
-        stats, carry = self._split_statistics(carry)
+        compiler = self.compiler
+        stats, carry = compiler.split_statistics(carry)
         args = self._advance_args(carry, start, stop)
-        executable = self._compiled(self._advance_name, args)
-        self._precompile_statistics()
+        executable = compiler.executable(compiler.advance_name, args)
+        compiler.precompile_statistics()
         carry, counters, outputs = executable(*args)
         if stats is None:
             return carry, counters, outputs
         if start >= self.config.warmup:
             count = min(start + self.config.chunk_size, stop) - start
             draws = {"posterior": outputs["posterior"]}  # (a kept chunk holds more)
-            args = self._statistics_args(stats, draws, count)
-            stats = self._compiled(self._statistics_name, args)(*args)
+            args = compiler.statistics_args(stats, draws, count)
+            stats = compiler.executable(compiler.statistics_name, args)(*args)
         return carry._replace(stats=stats), counters, outputs if self.plan.program.record else None
 
     def _fields(self, counters: Any, carry: Any, n: int) -> dict[str, Any]:
@@ -402,7 +232,7 @@ class Session:
 
         # Warmup: nothing is written, so each chunk is simply checkpointed.
         if self.iteration < warmup:
-            t0, c0 = time.perf_counter(), self.compiling
+            t0, c0 = time.perf_counter(), self.compiler.seconds
             with ChunkProgress(
                 "warmup", warmup, chunk, c.chains, self.progress, initial=self.iteration
             ) as bar:
@@ -424,9 +254,9 @@ class Session:
 
         if not self.stats_ready:
             self._start_statistics()
-        self._await_precompile()
+        self.compiler.await_precompile(self.carry)
 
-        t0, c0 = time.perf_counter(), self.compiling
+        t0, c0 = time.perf_counter(), self.compiler.seconds
         step = {}  # the step size is fixed while sampling
         if self.progress:
             step = {k: v for k, v in self._fields(None, self.carry, 1).items() if k == "step_size"}
@@ -542,7 +372,7 @@ class Session:
         if not p.statistics:  # nothing to start (the carry's statistics are an empty dict)
             self.stats_ready = True
             return
-        key, start = self._stats_start()
+        key, start = self.compiler.statistics_start()
         if p.program.statistic.pilot:  # every real chain's last warmup draws, pooled
             chains = self.config.chains
             rows = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.pilot)))

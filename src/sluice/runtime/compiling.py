@@ -1,0 +1,223 @@
+"""A run's compiles: which programs compile when, with which XLA options, at what cost.
+
+Every program goes through the one cache of :mod:`sluice._jax.compile`; this
+module decides, for one run, what the session asks of it:
+
+* the XLA options of each program (the plan's, chosen from the run's
+  settings; the ``init`` program's quick compile while the data and one draw
+  are small);
+* the cache key of each program, with those options when they are not XLA's
+  defaults;
+* the background compiles: the chunk program beside ``init``
+  (:meth:`Compiler.compile_beside`), the statistics' start, merge and finalize
+  once the chunk program is compiled (:meth:`Compiler.precompile_statistics`);
+* the memory that decides whether sampling waits for the statistics' compile
+  (:data:`AWAIT_COMPILE_BYTES`);
+* the time spent compiling or waiting for a compile (:attr:`Compiler.seconds`,
+  booked apart from warmup and sampling).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from sluice._jax import compile as programs
+from sluice.runtime import statistics as run_statistics
+from sluice.runtime.plan import Plan, bytes_per_draw
+
+__all__ = ["AWAIT_COMPILE_BYTES", "Compiler"]
+
+# Sampling phases holding at least this much (carries and two chunks of outputs)
+# wait for the statistics' background compile before they start.
+AWAIT_COMPILE_BYTES = 128 * 2**20
+
+
+class Compiler:
+    """The compiles of one run (this process's share of it) and the time they took.
+
+    ``checkpointing``: whether a checkpoint reads each chunk's carry after the next
+    chunk is dispatched; without checkpoints the chunk program and the statistics'
+    program may reuse (donate) their arguments' buffers.
+    """
+
+    def __init__(self, plan: Plan, checkpointing: bool) -> None:
+        self.plan = plan
+        self.checkpointing = checkpointing
+        self.seconds = 0.0  # spent compiling (or waiting for a compile)
+        self._precompiling = False
+        self._precompile_thread: threading.Thread | None = None
+
+    # -- which program, with which options -------------------------------------------
+    @property
+    def advance_name(self) -> str:
+        """Without checkpoints nothing reads a carry once the next chunk is dispatched:
+        the chunk program may reuse its buffers."""
+        return "advance" if self.checkpointing else "advance_donated"
+
+    @property
+    def statistics_name(self) -> str:
+        return "update_statistics" if self.checkpointing else "update_statistics_donated"
+
+    def split_statistics(self, carry: Any) -> tuple[Any, Any]:
+        """``(stats, carry without them)`` when the statistics have a program of their own
+        (:attr:`~sluice.mcmc.chunk.ChunkProgram.separate_statistics`), else
+        ``(None, carry)``."""
+        if not (self.plan.program.separate_statistics and self.plan.statistics):
+            return None, carry
+        return carry.stats, carry._replace(stats=None)
+
+    @staticmethod
+    def statistics_args(stats: Any, draws: Any, count: int) -> tuple:
+        return (stats, draws, np.int32(count))
+
+    def xla_options(self, name: str) -> dict[str, Any] | None:
+        """XLA's options of the chunk program ``name`` (the plan's: ``init`` aside)."""
+        if name.startswith("update_statistics"):
+            return self.plan.statistics_options
+        return self.plan.compile_options
+
+    def compile_options(self, name: str, args: tuple) -> dict[str, Any]:
+        """The init program runs once per run (a few dozen log densities per chain):
+        compiled for a quick compile while the model's data and one draw are small.
+        With the PyMC adapter's start, that took the main thread's compiles from 1.18 s
+        to 0.68 s on eight schools and from 1.72 s to 0.97 s on radon (``python -m
+        bench compile-init``). The size that decides leaves out the chains' layout, so
+        that every layout of the same run compiles it alike and its draws stay
+        bit-identical."""
+        if name != "init":
+            return {"options": self.xla_options(name)}
+        consts, _positions, _chain_ids, _keys, example = args  # the session's init arguments
+        return {"fast_if_small": True, "fast_by": (consts, example)}
+
+    def program_key(self, name: str) -> Any:
+        """The cache key of the chunk program ``name``: with the XLA options of the
+        chunk program when they are not the defaults (a run of other length may
+        choose others for the same program, and must not find these)."""
+        key = self.plan.program.key(name)
+        options = self.xla_options(name)
+        if name == "init" or not options:
+            return key
+        return (*key, ("xla", tuple(sorted(options.items()))))
+
+    def executable(self, name: str, args: tuple) -> Any:
+        """The chunk program ``name`` for ``args``, through the compile cache (timed)."""
+        key = self.program_key(name)
+        executable = programs.ready(key, args)
+        if executable is None:
+            t0 = time.perf_counter()
+            executable = programs.compiled(
+                key, self.plan.program.jitted(name), args, **self.compile_options(name, args)
+            )
+            self.seconds += time.perf_counter() - t0
+        return executable
+
+    def statistics_start(self) -> tuple[tuple, Any]:
+        """The statistics' start program: its cache key and function."""
+        p, t = self.plan, self.plan.topology
+        return run_statistics.start_program(
+            p.flat, p.program.statistic, t.slots_per_process,
+            None if t.multiprocess else t.sharding,
+        )  # fmt: skip
+
+    # -- when ------------------------------------------------------------------------
+    def join(self, thread: threading.Thread) -> None:
+        """Wait for a background compile; the wait counts as compile time."""
+        t0 = time.perf_counter()
+        thread.join()
+        self.seconds += time.perf_counter() - t0
+
+    def compile_beside(
+        self, init_args: tuple, advance_args: Callable[[Any, int, int], tuple]
+    ) -> threading.Thread | None:
+        """Start compiling the chunk program in a thread, from the shapes of the carry
+        that ``init`` will return, while this thread computes the starting points and
+        compiles and runs ``init``; ``advance_args(carry, start, stop)`` are the chunk
+        program's arguments.
+
+        Small models wait mostly for these compiles (on the 10-dim logistic
+        regression the chunk program takes ~1.3 s to compile after ~0.3 s of
+        tracing, init ~0.4 s); XLA releases the GIL while compiling. On several
+        devices the carry's shapes carry ``init``'s output sharding (every leaf split
+        along the chain axis), so the executable takes the real carry. One process
+        only: another process's compile could not be waited on here.
+        """
+        p, t = self.plan, self.plan.topology
+        if not programs.background_enabled() or t.process_count > 1:
+            return None
+        carry, _ = jax.eval_shape(p.program.jitted("init"), *init_args)
+        if t.sharding is not None:
+            carry = jax.tree.map(
+                lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding), carry
+            )
+        stats, carry = self.split_statistics(carry)
+        # start and stop are Python ints, traced by value type only: any will do
+        args = advance_args(carry, 0, p.config.warmup + p.config.draws)
+        jobs = [(self.advance_name, args)]
+        if stats is not None:  # then the statistics' own program (its states' shapes)
+            draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
+            jobs.append((self.statistics_name, self.statistics_args(stats, draws, 1)))
+        jobs = [(self.program_key(n), p.program.jitted(n), a, self.xla_options(n)) for n, a in jobs]
+
+        def work() -> None:
+            for key, fn, args, options in jobs:
+                try:
+                    programs.compiled(key, fn, args, options=options)
+                except Exception:  # the foreground call compiles again and raises it
+                    pass
+
+        return programs.in_background(work, "sluice-compile")
+
+    def precompile_statistics(self) -> None:
+        """Compile the statistics' start, merge and finalize in a background thread
+        (:func:`sluice.runtime.statistics.precompile`) while this one samples.
+
+        Started once the chunk program is compiled, never beside it: two XLA
+        compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
+        50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
+        busy, saved only ~15% of the time on two cores.
+        """
+        p = self.plan
+        if self._precompiling or not p.statistics:
+            return
+        self._precompiling = True
+        key, start = self.statistics_start()
+        example: Any = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
+        pilot = p.program.statistic.pilot
+        if pilot:
+            example = jax.tree.map(
+                lambda s: jax.ShapeDtypeStruct((p.config.chains * pilot, *s.shape), s.dtype),
+                p.flat.draw_shapes(),
+            )
+        self._precompile_thread = run_statistics.precompile(
+            p.statistics, key, start, (p.flat.consts, example)
+        )
+
+    def await_precompile(self, carry: Any) -> None:
+        """Let the statistics' background compile finish before a large run samples.
+
+        Its transient heap (~0.45 GB for the default statistics) came on top of
+        the sampling phase's buffers (``carry``, output chunks in flight, their
+        host copies, checkpoints): on the 50,000-dim Zarr run that overlap set
+        the peak RSS. It normally ends during warmup; when it has not, a run
+        whose sampling phase holds at least :data:`AWAIT_COMPILE_BYTES` waits
+        for it (a few seconds of a long phase), and a smaller run samples beside
+        it (its memory is small, and the wait would be a large share of its
+        wall time: 19.4 against 18.2 s to a summary on a 1000-dim Gaussian,
+        5000 draws). The wait counts as compile time.
+        """
+        thread, self._precompile_thread = self._precompile_thread, None
+        if thread is None or not thread.is_alive():
+            return
+        p, t = self.plan, self.plan.topology
+        held = sum(x.nbytes for x in jax.tree.leaves(t.local(carry)))
+        if p.program.record:
+            slots = t.local_slots
+            held += 2 * p.config.chunk_size * (slots.stop - slots.start) * bytes_per_draw(p.layout)
+        if held >= AWAIT_COMPILE_BYTES:
+            self.join(thread)
