@@ -135,3 +135,29 @@ def test_protocol_checks(tmp_path):
 def test_layout_local_range():
     assert Layout(chains=4, num_draws=1, groups={}).local_range == (0, 4)
     assert Layout(chains=4, num_draws=1, groups={}, local_chains=(2, 4)).local_range == (2, 4)
+
+
+def test_a_sink_with_keep_summary_gets_the_runs_finalized_summary():
+    """The optional ``keep_summary``: any sink that has it (not only a store) is given
+    the finalized default summary and the draws it covers; one without it is not
+    asked."""
+    import jax.numpy as jnp
+
+    import sluice
+
+    class Keeping(MemorySink):
+        def keep_summary(self, result, draws):
+            self.summary = (result, draws)
+
+    sink = Keeping()
+    run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(2), chains=2,
+                        warmup=50, draws=40, chunk_size=10, sink=sink, default_stats=True,
+                        progress=False)  # fmt: skip
+    result, draws = sink.summary
+    assert draws == 40
+    x = np.asarray(run.draws["x"], np.float64)
+    np.testing.assert_allclose(result["mean"]["x"], x.mean((0, 1)), rtol=1e-5, atol=1e-6)
+    plain = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(2), chains=2,
+                          warmup=50, draws=40, chunk_size=10, sink=Custom(),
+                          default_stats=True, progress=False)  # fmt: skip
+    assert "summary" in plain.stats

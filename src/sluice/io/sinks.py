@@ -53,6 +53,9 @@ class Sink(Protocol):
 
     # Optional: ``stop(draws)``, called when ``until`` ends the run after ``draws`` draws
     # per chain (fewer than the layout's), before ``close``.
+    # Optional: ``keep_summary(result, draws)``, called by process 0 at the end of a run
+    # with the finalized default summary of ``draws`` draws per chain, for a sink that
+    # keeps it beside the draws (a store: ``sluice summary`` then reads no draws).
 
     def kept(self) -> dict[str, dict[str, Any]] | None:
         """``{group: {name: array (chain, draw, ...)}}`` of the kept draws (arrays or

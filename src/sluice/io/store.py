@@ -378,6 +378,13 @@ class ZarrSink:
         value = None if record is None else record.get("stopped")
         return value if isinstance(value, int) else None
 
+    def keep_summary(self, result: dict[str, Any], draws: int) -> None:
+        """Keep the run's finalized default summary of ``draws`` draws per chain beside
+        the draws (:mod:`sluice.io.stored_summary`), for ``sluice summary``."""
+        from sluice.io.stored_summary import write_summary
+
+        write_summary(self.path, result, draws)
+
     def close(self) -> None:
         """Release the store's lock (the run is over, or failed)."""
         self._lock.release()

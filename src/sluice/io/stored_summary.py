@@ -27,9 +27,10 @@ FILE = "summary.sluice"
 FORMAT = "sluice-summary"
 
 
-def write_summary(sink: ZarrSink, result: dict[str, Any], draws: int) -> None:
+def write_summary(store: str | Path, result: dict[str, Any], draws: int) -> None:
     """Write the finalized summary ``result`` (``{output: tree}``) of ``draws`` draws per
-    chain into ``sink``'s store, replacing one written before (a resumed run's)."""
+    chain into the store at path ``store``, replacing one written before (a resumed
+    run's)."""
     names, leaves, settings = [], [], {}
     for output, tree in jax.device_get(result).items():
         flat = jax.tree_util.tree_flatten_with_path(tree)[0]
@@ -40,7 +41,7 @@ def write_summary(sink: ZarrSink, result: dict[str, Any], draws: int) -> None:
             names.append([output, path_name(path)])
             leaves.append(np.asarray(value))
     meta = {"format": FORMAT, "draws": int(draws), "settings": settings, "names": names}
-    atomic_write(Path(sink.path) / FILE, lambda file: write_record(file, meta, leaves))
+    atomic_write(Path(store) / FILE, lambda file: write_record(file, meta, leaves))
 
 
 def read_summary(path: str | Path) -> tuple[dict[str, Any], int] | None:

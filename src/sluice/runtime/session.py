@@ -27,8 +27,6 @@ import numpy as np
 from sluice._jax import compile as programs
 from sluice.io.checkpoint import Checkpoint
 from sluice.io.sinks import MemorySink, ResumableSink, Sink
-from sluice.io.store import ZarrSink
-from sluice.io.stored_summary import write_summary
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
 from sluice.runtime.compiling import Compiler
@@ -424,9 +422,9 @@ class Session:
             local_chains=local_chains,
             summary_key=p.summary_key,
         )
-        if isinstance(self.sink, ZarrSink) and p.summary_key is not None and t.is_main:
-            # the streamed summary beside the draws: `sluice summary` reads no draws
-            write_summary(self.sink, run._finalize(p.summary_key), info.draws)
+        keep_summary = getattr(self.sink, "keep_summary", None)  # optional (Sink)
+        if keep_summary is not None and p.summary_key is not None and t.is_main:
+            keep_summary(run._finalize(p.summary_key), info.draws)
         return run
 
     def _gather_kept_draws(self) -> None:
