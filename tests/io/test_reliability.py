@@ -120,8 +120,8 @@ def test_a_layout_whose_writers_would_share_a_zarr_chunk_is_refused(tmp_path):
     store = tmp_path / "run.zarr"
     sink = ZarrSink(store)
     groups = {"posterior": {"x": ((), np.dtype(np.float32))}}
-    created = Layout(80, 10, groups, local_chains=(0, 80), chains_per_process=40)
-    sink.open(created, {"config": {"chunk_size": 10}})  # 80 chains: chunks of 40 chains
+    created = Layout(80, 10, groups, local_chains=(0, 80), chains_per_process=40, chunk_size=10)
+    sink.open(created, {})  # 80 chains: chunks of 40 chains
     sink.close()
     other = ZarrSink.open_existing(store)
     with pytest.raises(StoreError, match=r"chunks of 40 chains.*writes chains \[30, 60\)"):

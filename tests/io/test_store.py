@@ -69,6 +69,39 @@ def test_interrupted_run_resumes_exactly(tmp_path, reference):
     assert_same_run(path, reference)
 
 
+def test_a_store_without_its_layout_record_reads_and_resumes_from_its_config(tmp_path, reference):
+    """The store records the draws it was created for and the warmup before them (its
+    Layout's); a store without that record reads both from its run's recorded config."""
+    import json
+
+    path = tmp_path / "run.zarr"
+
+    class Crash(ZarrSink):
+        writes = 0
+
+        def write(self, start, chunk):
+            Crash.writes += 1
+            if Crash.writes == 4:
+                raise KeyboardInterrupt
+            super().write(start, chunk)
+
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(
+            child.model(), sink=Crash(path), stats=child.STATS, progress=False, **child.SETTINGS
+        )
+    meta = json.loads((path / "zarr.json").read_text())
+    sluice_meta = meta["attributes"]["sluice"]
+    assert sluice_meta["layout"] == {"draws": 150, "warmup": 60}
+    assert ZarrSink.open_existing(path).kept()["posterior"]["x"].chunks == (1, 10, 2)
+    del sluice_meta["layout"]
+    (path / "zarr.json").write_text(json.dumps(meta))
+    assert ZarrSink.open_existing(path).draws_done() == 30
+    assert sluice.open(path).posterior.sizes["draw"] == 30
+    with pytest.raises(FileExistsError, match=r"\(30 of 150 draws per chain so far\)"):
+        sluice.sample(child.model(), sink=ZarrSink(path), progress=False, **child.SETTINGS)
+    assert_same_run(path, reference)
+
+
 def test_write_failure_stops_with_a_clear_error_and_stays_resumable(
     tmp_path, reference, monkeypatch
 ):

@@ -33,6 +33,8 @@ class Layout:
     local_chains: tuple[int, int] | None = None  # [start, stop) of this process's chains
     chains_per_process: int | None = None  # chain slots per process (a store's chunk along chains)
     process_index: int = 0  # process 0 creates shared stores; the others attach to them
+    chunk_size: int | None = None  # draws per write (a store's chunk along draws); None: all
+    warmup: int = 0  # iterations before the first draw (a checkpoint's next_iteration counts them)
 
     @property
     def local_range(self) -> tuple[int, int]:

@@ -4,7 +4,7 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
 
     run.zarr/
       zarr.json                  root attributes: {"sluice": {format, version, versions,
-                                 description, model_source}}
+                                 description, model_source, layout}}
       posterior/<name>           (chain, draw, ...) one Zarr chunk per chain and sluice chunk
       sample_stats/<name>        (chain, draw)
       log_likelihood/<name>      (chain, draw, ...)
@@ -224,7 +224,7 @@ class ZarrSink:
             doomed = self.path.with_name(f"{self.path.name}.deleting-{uuid.uuid4().hex[:8]}")
             os.replace(self.path, doomed)
             shutil.rmtree(doomed)
-        draw_chunk = min(description["config"]["chunk_size"], layout.num_draws)
+        draw_chunk = min(layout.chunk_size or layout.num_draws, layout.num_draws)
         chain_chunk = _chain_chunk(layout)
         # The root group is created with its sluice attributes in one write: a
         # run killed while creating arrays leaves a store that resume() recreates.
@@ -239,6 +239,7 @@ class ZarrSink:
                     "versions": _versions(),
                     "description": description,
                     "model_source": self.model_source,
+                    "layout": {"draws": layout.num_draws, "warmup": layout.warmup},
                 }
             },
         )
@@ -353,7 +354,7 @@ class ZarrSink:
             self._arrays = fresh._arrays
             return
         record = self._commit_record()
-        if record is None or record["next_iteration"] - self._config_of_disk()["warmup"] != draws:
+        if record is None or record["next_iteration"] - self._recorded_layout()["warmup"] != draws:
             raise StoreError(f"{self.path}: cannot mark {draws} draws per chain as the end")
         record = {k: v for k, v in record.items() if k != "crc32"}
         record["stopped"] = int(draws)
@@ -513,7 +514,7 @@ class ZarrSink:
     def _state(self) -> str:
         """How far the store's run went, for messages (damage is described, not raised)."""
         try:
-            total = self._config_of_disk()["draws"]
+            total = self._recorded_layout()["draws"]
             done = self.draws_done()
         except StoreError as error:
             return f"damaged: {error}"
@@ -521,10 +522,17 @@ class ZarrSink:
             return f"complete: converged after {done} of at most {total} draws per chain"
         return "complete" if done == total else f"{done} of {total} draws per chain so far"
 
-    def _config_of_disk(self) -> dict[str, Any]:
+    def _recorded_layout(self) -> dict[str, int]:
+        """``{"draws": ..., "warmup": ...}``: the draws per chain the store was created
+        for and the warmup iterations before them (a commit record's ``next_iteration``
+        counts both), as the store recorded them from its :class:`Layout`; a store that
+        records no layout holds the same numbers in its run's recorded config. Read from
+        disk; damage is a :class:`StoreError`."""
         path = self.path / "zarr.json"
         try:
-            return json.loads(path.read_text())["attributes"]["sluice"]["description"]["config"]
+            meta = json.loads(path.read_text())["attributes"]["sluice"]
+            recorded = meta.get("layout") or meta["description"]["config"]
+            return {"draws": int(recorded["draws"]), "warmup": int(recorded["warmup"])}
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise StoreError(f"{path} is damaged: {error!r}") from error
 
@@ -534,7 +542,7 @@ class ZarrSink:
         record = self._commit_record()
         if record is None:
             return 0
-        return max(0, record["next_iteration"] - self._config_of_disk()["warmup"])
+        return max(0, record["next_iteration"] - self._recorded_layout()["warmup"])
 
     def check_compatible(self, description: dict[str, Any]) -> None:
         """Raise :class:`StoreError` naming the first setting or model property that differs.
@@ -602,7 +610,7 @@ def open_datatree(path: str | os.PathLike, *, partial: bool = True) -> Any:
     if not _is_sluice_store(path):
         raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
     sink = ZarrSink.open_existing(path, writable=False)
-    allocated = sink.description()["config"]["draws"]
+    allocated = sink._recorded_layout()["draws"]
     done = sink.draws_done()
     total = done if sink.stopped() is not None else allocated  # converged early: complete
     if done < total and not partial:

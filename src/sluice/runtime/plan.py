@@ -121,11 +121,13 @@ class Plan:
             local_chains=(local.start, local.stop),
             chains_per_process=topology.slots_per_process,
             process_index=topology.process_index,
+            warmup=config.warmup,
         )
         chunk = _resolve_chunk_size(
             config, layout, chains_per_device, _default_state_bytes(config, layout)
             if default_stats else None
         )  # fmt: skip
+        layout = dataclasses.replace(layout, chunk_size=chunk)
         if default_stats:
             statistics = {
                 DEFAULT_STATISTIC: default_statistic(config, flat.dim, chunk),
