@@ -79,7 +79,9 @@ def one(model_name: str, variant: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     run = sluice.sample(model, draws=1000, warmup=1000, chains=4, seed=1, progress=False,
                         chain_method=method)  # fmt: skip
-    emitters = "classic" if options and options[0] == programs.CLASSIC_EMITTER_OPTIONS else "default"
+    emitters = (
+        "classic" if options and options[0] == programs.CLASSIC_EMITTER_OPTIONS else "default"
+    )
     return {
         "model": model_name,
         "chain_method": variant,

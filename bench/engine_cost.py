@@ -73,7 +73,9 @@ def measure(model: str, draws: int, reps: int) -> list[dict]:
     @jax.jit
     def loop_args(key, x, consts):
         kernel = blackjax.nuts(
-            lambda z: converted(consts, z), step_size=step_size, inverse_mass_matrix=jnp.asarray(imm)
+            lambda z: converted(consts, z),
+            step_size=step_size,
+            inverse_mass_matrix=jnp.asarray(imm),
         )
 
         def body(state, k):

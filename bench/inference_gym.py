@@ -132,7 +132,8 @@ def gym_target(name: str) -> dict[str, Any]:
 
     def logdensity(z: jax.Array) -> jax.Array:
         u = unravel(z)
-        return target.unnormalized_log_prob(bijector.forward(u)) + bijector.forward_log_det_jacobian(u)
+        log_det = bijector.forward_log_det_jacobian(u)
+        return target.unnormalized_log_prob(bijector.forward(u)) + log_det
 
     def constrained(z: jax.Array) -> jax.Array:
         values = identity(bijector.forward(unravel(z)))
@@ -192,11 +193,16 @@ def brownian_exact(scales: tuple[float, float] | None = None, grid: int = 241) -
     innovations = logs if scales is None else logs[:1]
     observations = logs if scales is None else logs[1:]
     n_i, n_o = len(innovations), len(observations)
-    log_w, mean, second = np.empty((n_i, n_o)), np.empty((n_i, n_o, steps)), np.empty((n_i, n_o, steps))
+    log_w, mean, second = (
+        np.empty((n_i, n_o)),
+        np.empty((n_i, n_o, steps)),
+        np.empty((n_i, n_o, steps)),
+    )
     for a, log_si in enumerate(innovations):
         cov = np.exp(2 * log_si) * walk
         cross = cov[:, seen]  # cov(locs, observed locs)
-        obs_cov = cov[np.ix_(seen, seen)][None] + np.exp(2 * observations)[:, None, None] * np.eye(m)
+        noise = np.exp(2 * observations)[:, None, None] * np.eye(m)
+        obs_cov = cov[np.ix_(seen, seen)][None] + noise
         alpha = np.linalg.solve(obs_cov, np.broadcast_to(y, (n_o, m))[..., None])[..., 0]
         logdet = np.linalg.slogdet(obs_cov)[1]
         log_w[a] = -0.5 * alpha @ y - 0.5 * logdet

@@ -211,8 +211,13 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in ("sluice", "sluice-diag", "sluice-one-device", "sluice-low-rank",
-                   "sluice-sequential"):
+    if sampler in (
+        "sluice",
+        "sluice-diag",
+        "sluice-one-device",
+        "sluice-low-rank",
+        "sluice-sequential",
+    ):
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
