@@ -24,7 +24,7 @@ tail ESS under several threshold choices, against ArviZ's:
   the half; every series cut to a quarter of the run (ArviZ's kernel needs
   equal lengths), so it uses half the indicators streaming would.
 
-    PYTHONPATH=src python bench/tail_threshold.py [--dim 200] [--seed 0]
+    PYTHONPATH=src python bench/studies/tail_threshold.py [--dim 200] [--seed 0]
 """
 
 from __future__ import annotations
