@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import harness
 from parsers import (
     MEMORY_LINES,
     VI_RATIOS,
@@ -587,3 +588,10 @@ def area(name: str) -> Area:
         if a.name == name:
             return a
     raise KeyError(name)
+
+
+def table(name: str, rows: Sequence[Row]) -> str:
+    """The area's table of ``rows``, as its job prints it (``BENCHMARKS.md``'s columns but
+    the command, machine, date and raw output)."""
+    a = area(name)
+    return harness.markdown_table(rows, a.columns, left=a.left)

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, median, run_isolated
+import areas
+from harness import emit_result, machine_info, median, run_isolated
 
 # "sequential/default-emitters": sequential chains with XLA's default emitters, which a
 # run this short would not take (SLUICE_SMALL_RUN_BYTES=0): the classic emitters' gain
@@ -123,11 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(
             json.dumps({"machine": machine_info(), "records": records, "rows": rows})
         )
-    print(markdown_table(rows, [
-        ("model", "model", ""), ("chain_method", "chain method", ""), ("runs", "runs", "d"),
-        ("chose", "chose", ""), ("trace_s", "chunk trace s", ".2f"), ("compile_s", "chunk compile s", ".2f"),
-        ("sampling_s", "sampling s", ".2f"), ("wall_s", "wall s", ".2f"),
-    ], left=("chain_method", "chose")))  # fmt: skip
+    print(areas.table("chunk-trace", rows))
     return 0
 
 

@@ -65,7 +65,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, median, run_isolated
+import areas
+from harness import emit_result, machine_info, median, run_isolated
 
 # short name -> Inference Gym class (every target whose data ships with the package)
 TARGETS = {
@@ -486,17 +487,6 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-COLUMNS = (
-    ("target", "target", ""), ("library", "library", ""), ("dim", "dim", "d"),
-    ("passed", "seeds passed", ""), ("max_z", "max abs z", ".2f"), ("bound", "bound", ".2f"),
-    ("wall_s", "wall s", ".1f"), ("min_ess_bulk", "min ESS", ".0f"),
-    ("ess_per_s", "ESS/s wall", ".1f"), ("ratio", "ESS/s / best other", ".2f"),
-    ("ess_per_kgrad", "ESS per 1k grads", ".2f"), ("divergent", "divergent", ".0f"),
-    ("step_size", "step size", ".3f"), ("grads_b2_max", "grads to b2max<0.01", ",.0f"),
-    ("grads_b2_avg", "grads to b2avg<0.01", ",.0f"),
-)  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     global WARMUP, DRAWS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -540,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
                         Path(args.json).write_text(json.dumps(
                             {"machine": machine_info(), "records": records,
                              "rows": summarise(records)}))  # fmt: skip
-    print(markdown_table(summarise(records), COLUMNS, left=("library", "passed")))
+    print(areas.table("inference-gym", summarise(records)))
     return 0
 
 
