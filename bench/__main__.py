@@ -12,7 +12,8 @@ Each job (a bench script at the settings ``BENCHMARKS.md`` reports) runs in
 its own process with ``src/`` on ``PYTHONPATH``; its stdout, stderr and JSON
 go to ``bench/results/<YYYY-MM-DD>/<job>.{txt,err,json}`` (UTC date) with
 ``<job>.meta.json`` (command, machine, times, exit status). ``report`` keeps,
-for every figure, the newest raw output that holds it (see ``bench/areas.py``).
+for every figure, the newest raw output that holds it, and rewrites only the
+tables of ``BENCHMARKS.md`` (between their markers; see ``bench/report.py``).
 
 ``--quick`` runs every job at smoke-test settings (seconds to a minute each),
 writes to a temporary results folder unless ``--results`` is given, and never
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # harness, areas, mcmc
 
 import areas
 import harness
+import report
 
 BENCHMARKS_MD = areas.ROOT / "BENCHMARKS.md"
 
@@ -122,106 +124,9 @@ def run_areas(names: list[str], results: Path, quick: bool) -> bool:
     return ok
 
 
-# -- the report -----------------------------------------------------------------------------
-def _rows(area: areas.Area, results: Path, include_quick: bool) -> list[areas.Row]:
-    """The area's current figures: for every key, the row of the newest raw output."""
-    outputs: list[tuple[areas.Output, areas.Legacy | None]] = []
-    for entry in area.legacy:
-        try:
-            outputs.append((areas.legacy_output(entry), entry))
-        except (OSError, KeyError, ValueError) as error:
-            print(f"warning: {entry.path}: {error}", file=sys.stderr)
-    jobs = {j.name for j in area.jobs}
-    for run in areas.runs(results, include_quick):
-        if run.meta.get("job") in jobs:
-            outputs.append((run.output(), None))
-    newest: dict[tuple, areas.Row] = {}
-    for out, entry in outputs:
-        try:
-            rows = area.job(out.job).parse(out)
-        except Exception as error:  # an output this parser cannot read: say so, go on
-            print(
-                f"warning: cannot read {out.source} ({type(error).__name__}: {error})",
-                file=sys.stderr,
-            )
-            continue
-        job_index = [j.name for j in area.jobs].index(out.job)
-        for i, row in enumerate(rows):
-            if entry is not None and entry.keep is not None and not entry.keep(row):
-                continue
-            row = {
-                **row,
-                "command": f"`{out.command}`",
-                "machine": out.machine,
-                "date": out.date,
-                "source": f"`{out.source}`",
-                "_when": out.when,
-                "_job": job_index,
-                "_index": i,
-            }
-            key = area.key(row)
-            if key not in newest or row["_when"] >= newest[key]["_when"]:
-                newest[key] = row
-    return sorted(newest.values(), key=area.rank)
-
-
-def _machines(all_rows: list[list[areas.Row]], results: Path, include_quick: bool) -> list[str]:
-    shown = {row["machine"] for rows in all_rows for row in rows}
-    details = {areas.LEGACY_MACHINE: areas.LEGACY_MACHINE_DETAILS}
-    for run in areas.runs(results, include_quick):
-        details.setdefault(
-            areas.machine_label(run.meta["machine"]), areas.machine_details(run.meta["machine"])
-        )
-    return [f"* **{label}**: {details.get(label, label)}." for label in sorted(shown)]
-
-
-INTRO = """\
-# Benchmarks
-
-The current figures of sluice's benchmarks, one table per area. Every row
-gives the command that measured it, the machine and the date; its raw output
-(stdout, stderr, JSON) is the file under `bench/results/` named in the row.
-This file is generated from those raw outputs, the newest one of each figure:
-
-```bash
-python -m bench report     # rewrite this file from the raw outputs in bench/results/
-python -m bench all        # run every area at the settings below (long), then rewrite it
-python -m bench list       # the areas and their commands; `python -m bench AREA` runs one
-```
-
-Run them from the repository root (the jobs get `src/` on `PYTHONPATH`) with the
-`bench` extra installed (`pip install -e ".[bench]"`); new raw outputs go to
-`bench/results/<YYYY-MM-DD>/`. What each script measures and how:
-[`bench/README.md`](bench/README.md).
-
-Machines:
-
-{machines}
-
-`bench/gpu.sh` (many chains on one GPU) is not part of these tables and has
-no results here.
-"""
-
-
-def render(results: Path, include_quick: bool = False) -> str:
-    sections, all_rows = [], []
-    for area in areas.AREAS:
-        rows = _rows(area, results, include_quick)
-        all_rows.append(rows)
-        columns = [*area.columns, *areas.TAIL]
-        body = (
-            harness.markdown_table(rows, columns, left=(*area.left, *areas.TAIL_LEFT))
-            if rows
-            else f"No raw output yet: `python -m bench {area.name}`."
-        )
-        sections.append(f"## {area.title}\n\n{area.reading}\n\n{body}\n")
-    intro = INTRO.format(machines="\n".join(_machines(all_rows, results, include_quick)))
-    return "\n".join([intro, *sections])
-
-
 def write_report(output: Path, results: Path, include_quick: bool) -> None:
-    text = render(results, include_quick)
-    output.write_text(text)
+    template = output if output.exists() else BENCHMARKS_MD
+    output.write_text(report.render(template.read_text(), results, include_quick))
     print(f"wrote {output}", file=sys.stderr)
 
 
@@ -257,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if what == ["list"]:
         for area in areas.AREAS:
-            print(f"{area.name}: {area.title}")
+            print(f"{area.name}:")
             for job in area.jobs:
                 print(f"    {areas.display_command(job.argv(args.quick, None))}")
         return 0

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, median, run_isolated
+import areas
+from harness import emit_result, machine_info, median, run_isolated
 
 # "sequential/default-emitters": sequential chains with XLA's default emitters, which a
 # run this short would not take (SLUICE_SMALL_RUN_BYTES=0): the classic emitters' gain
@@ -79,7 +80,9 @@ def one(model_name: str, variant: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     run = sluice.sample(model, draws=1000, warmup=1000, chains=4, seed=1, progress=False,
                         chain_method=method)  # fmt: skip
-    emitters = "classic" if options and options[0] == programs.CLASSIC_EMITTER_OPTIONS else "default"
+    emitters = (
+        "classic" if options and options[0] == programs.CLASSIC_EMITTER_OPTIONS else "default"
+    )
     return {
         "model": model_name,
         "chain_method": variant,
@@ -121,11 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(
             json.dumps({"machine": machine_info(), "records": records, "rows": rows})
         )
-    print(markdown_table(rows, [
-        ("model", "model", ""), ("chain_method", "chain method", ""), ("runs", "runs", "d"),
-        ("chose", "chose", ""), ("trace_s", "chunk trace s", ".2f"), ("compile_s", "chunk compile s", ".2f"),
-        ("sampling_s", "sampling s", ".2f"), ("wall_s", "wall s", ".2f"),
-    ], left=("chain_method", "chose")))  # fmt: skip
+    print(areas.table("chunk-trace", rows))
     return 0
 
 

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, median, run_isolated
+import areas
+from harness import emit_result, machine_info, median, run_isolated
 
 MODELS = ("eight_schools", "radon", "logistic")
 VARIANTS = ("fast", "xla-defaults")
@@ -118,20 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(
             json.dumps({"machine": machine_info(), "records": records, "rows": rows})
         )
-    print(markdown_table(rows, COLUMNS, left=("variant",)))
+    print(areas.table("compile-init", rows))
     return 0
 
-
-COLUMNS = (
-    ("model", "model", ""),
-    ("variant", "variant", ""),
-    ("runs", "runs", "d"),
-    ("init_compile_s", "init compile s", ".2f"),
-    ("chunk_compile_s", "chunk compile s", ".2f"),
-    ("sampling_s", "sampling s", ".2f"),
-    ("wall_s", "wall s", ".2f"),
-    ("wall_vs_xla_defaults", "wall / xla-defaults", ".2f"),
-)
 
 if __name__ == "__main__":
     sys.exit(main())

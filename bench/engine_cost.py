@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import areas
 import harness
 
 
@@ -73,7 +74,9 @@ def measure(model: str, draws: int, reps: int) -> list[dict]:
     @jax.jit
     def loop_args(key, x, consts):
         kernel = blackjax.nuts(
-            lambda z: converted(consts, z), step_size=step_size, inverse_mass_matrix=jnp.asarray(imm)
+            lambda z: converted(consts, z),
+            step_size=step_size,
+            inverse_mass_matrix=jnp.asarray(imm),
         )
 
         def body(state, k):
@@ -147,11 +150,7 @@ def main() -> None:
     rows = [row for model in args.models for row in measure(model, args.draws, args.reps)]
     print(f"blackjax.nuts, fixed parameters, 1 chain x {args.draws} transitions; "
           f"medians of {args.reps} repetitions.\n")  # fmt: skip
-    print(harness.markdown_table(rows, [
-        ("model", "model", ""), ("dim", "dim", ",d"), ("variant", "variant", ""),
-        ("us_per_grad", "µs/gradient", ".1f"), ("ratio", "vs BlackJAX loop", ".3f"),
-        ("ratio_args", "vs BlackJAX loop, data as arguments", ".3f"),
-    ], left=("variant",)))  # fmt: skip
+    print(areas.table("engine-cost", rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "machine": harness.machine_info()}))
 

@@ -65,7 +65,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, median, run_isolated
+import areas
+from harness import emit_result, machine_info, median, run_isolated
 
 # short name -> Inference Gym class (every target whose data ships with the package)
 TARGETS = {
@@ -132,7 +133,8 @@ def gym_target(name: str) -> dict[str, Any]:
 
     def logdensity(z: jax.Array) -> jax.Array:
         u = unravel(z)
-        return target.unnormalized_log_prob(bijector.forward(u)) + bijector.forward_log_det_jacobian(u)
+        log_det = bijector.forward_log_det_jacobian(u)
+        return target.unnormalized_log_prob(bijector.forward(u)) + log_det
 
     def constrained(z: jax.Array) -> jax.Array:
         values = identity(bijector.forward(unravel(z)))
@@ -192,11 +194,16 @@ def brownian_exact(scales: tuple[float, float] | None = None, grid: int = 241) -
     innovations = logs if scales is None else logs[:1]
     observations = logs if scales is None else logs[1:]
     n_i, n_o = len(innovations), len(observations)
-    log_w, mean, second = np.empty((n_i, n_o)), np.empty((n_i, n_o, steps)), np.empty((n_i, n_o, steps))
+    log_w, mean, second = (
+        np.empty((n_i, n_o)),
+        np.empty((n_i, n_o, steps)),
+        np.empty((n_i, n_o, steps)),
+    )
     for a, log_si in enumerate(innovations):
         cov = np.exp(2 * log_si) * walk
         cross = cov[:, seen]  # cov(locs, observed locs)
-        obs_cov = cov[np.ix_(seen, seen)][None] + np.exp(2 * observations)[:, None, None] * np.eye(m)
+        noise = np.exp(2 * observations)[:, None, None] * np.eye(m)
+        obs_cov = cov[np.ix_(seen, seen)][None] + noise
         alpha = np.linalg.solve(obs_cov, np.broadcast_to(y, (n_o, m))[..., None])[..., 0]
         logdet = np.linalg.slogdet(obs_cov)[1]
         log_w[a] = -0.5 * alpha @ y - 0.5 * logdet
@@ -480,17 +487,6 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-COLUMNS = (
-    ("target", "target", ""), ("library", "library", ""), ("dim", "dim", "d"),
-    ("passed", "seeds passed", ""), ("max_z", "max abs z", ".2f"), ("bound", "bound", ".2f"),
-    ("wall_s", "wall s", ".1f"), ("min_ess_bulk", "min ESS", ".0f"),
-    ("ess_per_s", "ESS/s wall", ".1f"), ("ratio", "ESS/s / best other", ".2f"),
-    ("ess_per_kgrad", "ESS per 1k grads", ".2f"), ("divergent", "divergent", ".0f"),
-    ("step_size", "step size", ".3f"), ("grads_b2_max", "grads to b2max<0.01", ",.0f"),
-    ("grads_b2_avg", "grads to b2avg<0.01", ",.0f"),
-)  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     global WARMUP, DRAWS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -534,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
                         Path(args.json).write_text(json.dumps(
                             {"machine": machine_info(), "records": records,
                              "rows": summarise(records)}))  # fmt: skip
-    print(markdown_table(summarise(records), COLUMNS, left=("library", "passed")))
+    print(areas.table("inference-gym", summarise(records)))
     return 0
 
 

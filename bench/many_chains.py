@@ -27,24 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import areas
 import harness
 
 VARIANTS = ("nuts", "chees")
-COLUMNS = [
-    ("variant", "variant", ""),
-    ("chains", "chains", "d"),
-    ("wall_s", "wall s", ".1f"),
-    ("compile_s", "compile s", ".1f"),
-    ("warmup_s", "warmup s", ".1f"),
-    ("sampling_s", "sampling s", ".2f"),
-    ("grads_per_draw", "grads/draw", ".1f"),
-    ("min_ess_bulk", "min ESS_bulk", ".0f"),
-    ("ess_per_grad", "ESS/grad", ".4f"),
-    ("ess_per_s_sampling", "ESS/s sampling", ".3g"),
-    ("ess_per_s_total", "ESS/s total", ".3g"),
-    ("max_r_hat", "max R-hat", ".3f"),
-    ("max_nested_r_hat", "max nested R-hat", ".3f"),
-]
 
 
 def measure(variant: str, args: argparse.Namespace) -> dict:
@@ -121,7 +107,7 @@ def main() -> None:
         f"Gaussian, dim {args.dim}, scales 0.1 to 10; {args.chains} chains x ({args.warmup} "
         f"warmup + {args.draws} draws), vectorized, a fresh process per row.\n"
     )
-    print(harness.markdown_table(rows, COLUMNS, left=("variant",)))
+    print(areas.table("many-chains", rows))
     if args.json:
         Path(args.json).write_text(
             json.dumps({"rows": rows, "settings": vars(args), "machine": harness.machine_info()})

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, run_isolated
+import areas
+from harness import emit_result, machine_info, run_isolated
 
 POSTERIORS = ("correlated", "independent", "collinear_logistic")
 METRICS = ("diag", "dense", "low_rank")
@@ -125,12 +126,7 @@ def main() -> None:
         for mm in args.mass_matrix.split(","):
             for cutoff in cutoffs if mm == "low_rank" else ["-"]:
                 rows.append(run_isolated(__file__, ["--one", posterior, mm, cutoff]))
-    columns = [("posterior", "posterior", ""), ("mass_matrix", "mass matrix", ""),
-               ("cutoff", "cutoff", "g"), ("dim", "dim", "d"), ("min_ess_bulk", "min ESS", ".0f"),
-               ("grads_per_ess", "grads / min ESS", ".1f"),
-               ("grads_per_ess_sampling", "sampling grads / min ESS", ".1f"),
-               ("directions_kept", "directions kept", ".1f"), ("wall_s", "wall s", ".1f")]  # fmt: skip
-    print(markdown_table(rows, columns, left=("mass_matrix",)))
+    print(areas.table("mass-matrix", rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=1))
 

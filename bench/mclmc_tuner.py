@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import areas
 import harness
 
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
@@ -118,12 +119,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     rows = [row for model in args.models for seed in args.seeds for row in measure(model, seed)]
-    print(harness.markdown_table(rows, [
-        ("model", "model", ""), ("dim", "dim", ",d"), ("seed", "seed", "d"), ("tuner", "tuner", ""),
-        ("L", "L", ".3g"), ("step_size", "step size", ".3g"),
-        ("min_ess_bulk", "min ESS_bulk", ".0f"), ("ess_per_grad", "ESS/grad", ".4f"),
-        ("wall_s", "wall s", ".1f"),
-    ], left=("tuner",)))  # fmt: skip
+    print(areas.table("mclmc-tuner", rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "machine": harness.machine_info()}))
 

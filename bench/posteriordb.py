@@ -61,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import machine_info, markdown_table, median
+import areas
+from harness import machine_info, median
 
 MASS_MATRICES = ("diag", "low_rank")
 CHAINS, WARMUP, DRAWS = 4, 1000, 1000
@@ -284,17 +285,6 @@ def summarize(records: list[dict[str, Any]], posteriors: list[str], masses: list
     return rows
 
 
-COLUMNS = [
-    ("posterior", "posterior", ""), ("mass_matrix", "mass matrix", ""), ("dim", "dim", "d"),
-    ("runs", "runs", "d"), ("gradients", "gradients", ".0f"),
-    ("min_ess_bulk", "min ESS bulk", ".0f"), ("grads_per_ess", "grads / min ESS", ".1f"),
-    ("grads_per_ess_sampling", "sampling grads / min ESS", ".1f"),
-    ("ratio", "diag / low_rank", ".2f"), ("max_rhat", "max R-hat", ".3f"),
-    ("divergent", "divergent", ".0f"), ("wall_s", "wall s", ".1f"),
-    ("max_abs_z", "max abs z", ".2f"), ("check", "check", ""),
-]  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> int:
     import posteriordb_models
 
@@ -365,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
              "records": records, "rows": rows}, indent=1))  # fmt: skip
     print(f"{CHAINS} chains x ({warmup} warmup + {draws} draws), seeds 0..{args.seeds - 1}; "
           f"check: max abs z < {Z_LIMIT} against posteriordb's reference draws\n")  # fmt: skip
-    print(markdown_table(rows, COLUMNS, left=("mass_matrix", "check")))
+    print(areas.table("posteriordb", rows))
     return 0 if all("error" not in r for r in records) else 1
 
 

@@ -55,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, median, run_isolated
+import areas
+from harness import emit_result, machine_info, median, run_isolated
 
 MODELS = (
     "logistic", "radon", "stochastic_volatility", "eight_schools", "gp",
@@ -211,8 +212,13 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in ("sluice", "sluice-diag", "sluice-one-device", "sluice-low-rank",
-                   "sluice-sequential"):
+    if sampler in (
+        "sluice",
+        "sluice-diag",
+        "sluice-one-device",
+        "sluice-low-rank",
+        "sluice-sequential",
+    ):
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
@@ -307,13 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(
             json.dumps({"machine": machine_info(), "records": records, "rows": rows})
         )
-    print(markdown_table(rows, [
-        ("model", "model", ""), ("sampler", "sampler", ""), ("runs", "runs", "d"),
-        ("wall_s", "wall s", ".1f"), ("sampling_s", "sampling s", ".1f"),
-        ("min_ess_bulk", "min ESS bulk", ".0f"), ("ess_per_s_wall", "ESS/s wall", ".1f"),
-        ("ess_per_s_sampling", "ESS/s sampling", ".1f"),
-        ("ratio", "ESS/s wall / best other", ".2f"), ("divergent", "divergent", ".0f"),
-    ], left=("sampler",)))  # fmt: skip
+    print(areas.table("pymc-models", rows))
     return 0
 
 

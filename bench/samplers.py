@@ -103,7 +103,8 @@ def run_sluice(
 
     if kernel is None:
         kernel = sluice.nuts(  # the diagonal metric, as NumPyro's and BlackJAX's NUTS here
-            max_tree_depth=settings.max_tree_depth, target_accept=settings.target_accept,
+            max_tree_depth=settings.max_tree_depth,
+            target_accept=settings.target_accept,
             mass_matrix="diag",
         )
     start, begin = clock.now(), time.perf_counter()

@@ -7,7 +7,7 @@ Measures, in one process:
    statistics: the statistics' cost per draw and chain;
 2. ``sluice.sample`` of a ``--dim``-dimensional standard Gaussian with NUTS,
    ``--chains`` chains and ``sink=None``, with ``default_stats=False`` and with
-   the default statistics (``--statistic exact``: the opt-in exact set),
+   the default statistics,
    the two alternated ``--reps`` times in this process: the cost of a NUTS draw
    and the end-to-end overhead (medians of the sampling phase's wall time).
 
@@ -149,11 +149,6 @@ def main() -> None:
     parser.add_argument("--micro-draws", type=int, default=2000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--model", choices=("gaussian", "logreg"), default="gaussian")
-    parser.add_argument(
-        "--statistic", choices=("default", "exact"), default="default",
-        help="default: sluice.stats.streaming.summary, what sample(default_stats=True) runs; "
-        "exact: the opt-in sluice.stats.summary_statistics",
-    )  # fmt: skip
     parser.add_argument("--window", type=int, default=None,
                         help="rows the default statistics' update processes at once "
                         "(default: the library's choice for --dim)")  # fmt: skip
@@ -161,10 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.window is not None:  # every model takes this window
         streaming.SMALL, streaming.SMALL_WINDOW = 2**62, args.window
-    if args.statistic == "default":
-        statistic = streaming.summary(args.draws, chunk_size=args.draws, pilot=128)
-    else:
-        statistic = stats.summary_statistics(args.draws)
+    statistic = streaming.summary(args.draws, chunk_size=args.draws, pilot=128)
     m = micro(args.dim, args.micro_draws, args.reps, statistic)
     if args.micro_only:
         window = streaming.window_rows(args.dim)
@@ -174,7 +166,7 @@ def main() -> None:
         return
     pair = nuts_pair(args.dim, args.draws, args.reps, args.chains, statistic, args.model)
     base, full = pair["base"], pair["stats"]
-    print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} options={args.statistic} "
+    print(f"model={args.model} dim={args.dim} draws={args.draws} chains={args.chains} "
           f"backend={jax.default_backend()} chain_method={CHAIN_METHOD[0]}")  # fmt: skip
     print(
         f"statistics update (scan, 1 chain, {args.micro_draws} draws): "

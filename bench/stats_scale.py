@@ -2,20 +2,19 @@
 
 ``accuracy``: NUTS, 4 chains x ``--draws`` draws stored, on ``--model`` (``logreg``:
 the seed's logistic regression, 10 coefficients; ``gauss20k``: a 20,000-dim
-Gaussian with scales in [e^-1, e]), with the default statistics
-(:func:`sluice.stats.streaming.summary`, every element) and the opt-in exact set
-(:func:`sluice.stats.summary_statistics`, its first 4,096 elements) computed in
-the same run, each against ArviZ on the same stored draws: relative error of
+Gaussian with scales in [e^-1, e]), the default statistics
+(:func:`sluice.stats.streaming.summary`, every element) against ArviZ on the
+same stored draws: relative error of
 ``ess_bulk`` / ``ess_tail`` (rms and max), absolute error of rank and split
 R-hat, quantiles (3%, 50%, 97%) and HDI ends in units of ArviZ's quantile MCSE
 at those levels, mean and sd relative to sd. On the Gaussian, whose posterior is
-known, the quantiles and HDI ends of all three (ArviZ on the draws included) are
+known, the quantiles and HDI ends of both (ArviZ on the draws included) are
 also compared with the exact ones: an estimator's own Monte Carlo error, against
 which the differences between estimators read.
 
 ``cost``: bytes of state per element and chain, compile times on the 10-dim
 demo model (without statistics, default, default with the 16-row windows a large
-model's update takes, exact: the whole run's, the chunk program's and merge +
+model's update takes: the whole run's, the chunk program's and merge +
 finalize's, from JAX's compile log), and the
 time from a run's return to its summary (merge + finalize + table) on a 10-dim
 and a 10,000-dim model.
@@ -39,7 +38,6 @@ from harness import CompileClock, markdown_table
 
 import sluice
 import sluice.apps.datasets as datasets
-from sluice import stats
 from sluice._jax.compile import clear_caches
 from sluice.stats import streaming
 
@@ -114,7 +112,7 @@ def accuracy(args: argparse.Namespace) -> None:
             name = "x"
         run = sluice.sample(
             model, chains=4, warmup=500, draws=args.draws, seed=seed, progress=False,
-            default_stats=True, stats={"exact": stats.summary_statistics(args.draws)},
+            default_stats=True,
         )  # fmt: skip
         draws = np.asarray(run.draws[name])
         ref = reference(draws)
@@ -123,8 +121,7 @@ def accuracy(args: argparse.Namespace) -> None:
             for k, v in exact_errors(ref, ref, np.asarray(scales, np.float64)).items():
                 pooled.setdefault((label, k), []).append(v)
             pooled.setdefault((label, "elements"), []).append(np.array([draws.shape[-1]]))
-        for label, key in (("default (every element)", "summary"),
-                           ("exact set (opt-in)", "exact")):  # fmt: skip
+        for label, key in (("default (every element)", "summary"),):
             out = jax.device_get(run.stats[key])
             got = {k: np.asarray(v[name]).reshape(np.shape(v[name])[0], -1).squeeze(-1)
                    if k not in ("quantiles", "hdi") else np.asarray(v[name])
@@ -181,16 +178,11 @@ def chunk_seconds(seconds: dict[str, float]) -> float:
 def cost(args: argparse.Namespace) -> None:
     rows = []
     dim = 1000
-    example = {"x": jnp.zeros((128, dim))}
-    for label, statistic, ex in (
-        ("default (every element)", streaming.summary(1000, chunk_size=100), example),
-        ("exact set (opt-in)", stats.summary_statistics(1000, max_elements=dim),
-         {"x": jnp.zeros(dim)}),
-    ):  # fmt: skip
-        state = jax.eval_shape(statistic.init, ex)
-        nbytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
-        rows.append({"what": "state per element and chain", "statistics": label,
-                     "value": f"{nbytes / dim:.0f} B"})  # fmt: skip
+    statistic = streaming.summary(1000, chunk_size=100)
+    state = jax.eval_shape(statistic.init, {"x": jnp.zeros((128, dim))})
+    nbytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state))
+    rows.append({"what": "state per element and chain", "statistics": "default (every element)",
+                 "value": f"{nbytes / dim:.0f} B"})  # fmt: skip
 
     def demo(seed):  # the demo's model, fresh each time (a fresh compile)
         return datasets.logistic_regression_model(prior_scale=1.0 + 1e-6 * seed)
@@ -210,8 +202,6 @@ def cost(args: argparse.Namespace) -> None:
             ("none", {"default_stats": False}, small),
             ("default (every element)", {"default_stats": True}, small),
             ("default, windows of 16 rows (as a large model's)", {"default_stats": True}, 0),
-            ("exact set (opt-in)", {"default_stats": False,
-                                    "stats": {"exact": stats.summary_statistics(200)}}, small),
         ):  # fmt: skip
             clear_caches()  # every run compiles all its programs
             t0 = clock.now()
@@ -223,10 +213,10 @@ def cost(args: argparse.Namespace) -> None:
                  clock.seconds(t0, clock.now()))  # fmt: skip
             note("compile seconds, the chunk program (XLA), 10-dim demo run", label,
                  chunk_seconds(programs.seconds))  # fmt: skip
-            if label.startswith("default"):  # their own program, compiled beside init
+            if label != "none":  # their own program, compiled beside init
                 note("compile seconds, the statistics' update program (XLA), 10-dim demo run",
                      label, programs.seconds.get("jit(update_statistics)", 0.0))  # fmt: skip
-            if label.startswith("default ("):  # (the exact set's programs are named otherwise)
+            if label.startswith("default ("):
                 # (merge and finalize called through sluice._jax.compile.eager: "eager")
                 merge_finalize = sum(programs.seconds.get(f"jit({n})", 0.0)
                                      for n in ("merge", "finalize", "eager"))  # fmt: skip
@@ -236,21 +226,13 @@ def cost(args: argparse.Namespace) -> None:
         for dim in (10, 10_000):
             model = sluice.Model(lambda p: -0.5 * jnp.sum(p["x"] ** 2),
                                  init={"x": jnp.zeros(dim)})  # fmt: skip
-            for label, kwargs in (
-                ("default (every element)", {"default_stats": True}),
-                ("exact set (opt-in)", {"default_stats": False,
-                                        "stats": {"exact": stats.summary_statistics(1000)}}),
-            ):  # fmt: skip
-                clear_caches()  # as in a fresh process: the summary's programs compile
-                run = sluice.sample(model, chains=4, warmup=200, draws=1000, chunk_size=100,
-                                    sink=None, progress=False, **kwargs)  # fmt: skip
-                t0 = time.perf_counter()
-                if kwargs["default_stats"]:
-                    run.summary()
-                else:
-                    stats.summary_table(run.stats["exact"])
-                note(f"merge + finalize + table after the run returns, {dim:,}-dim, 4 x 1,000",
-                     label, time.perf_counter() - t0)  # fmt: skip
+            clear_caches()  # as in a fresh process: the summary's programs compile
+            run = sluice.sample(model, chains=4, warmup=200, draws=1000, chunk_size=100,
+                                sink=None, progress=False, default_stats=True)  # fmt: skip
+            t0 = time.perf_counter()
+            run.summary()
+            note(f"merge + finalize + table after the run returns, {dim:,}-dim, 4 x 1,000",
+                 "default (every element)", time.perf_counter() - t0)  # fmt: skip
     for (what, label), v in values.items():
         runs = ", ".join(f"{x:.2f}" for x in v)
         rows.append({"what": what, "statistics": label,

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import emit_result, machine_info, markdown_table, run_isolated
+import areas
+from harness import emit_result, machine_info, run_isolated
 
 MODELS = ("eight_schools", "radon", "logistic", "stochastic_volatility")
 
@@ -85,12 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine_info(), "rows": rows}))
-    print(markdown_table(rows, [
-        ("model", "model", ""), ("buffer", "terminal buffer", ""), ("seeds", "seeds", "d"),
-        ("min_ess_bulk", "min ESS bulk", ".0f"), ("grads_per_draw", "gradients per draw", ".1f"),
-        ("ess_per_1000_grads", "ESS per 1,000 gradients", ".3g"),
-        ("vs_first", "vs first buffer", ".2f"),
-    ], left=("buffer",)))  # fmt: skip
+    print(areas.table("terminal-buffer", rows))
     return 0
 
 

@@ -1,5 +1,5 @@
 """chain_method="auto" (sluice.mcmc.chain_method): the cost model's choices on cases whose
-answer is known from measurements (bench/nuts_chain_method.py)."""
+answer is known from measurements (bench/studies/nuts_chain_method.py)."""
 
 import types
 

@@ -12,7 +12,7 @@ compiles it; ``compiled`` marks a statistics program that the caller waited
 for, more than 50 ms, while another thread compiled it) and
 ``Session._start_statistics``.
 
-Run: ``PYTHONPATH=src python bench/rss_trace.py --draws 1000``.
+Run: ``PYTHONPATH=src python bench/studies/rss_trace.py --draws 1000``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 
 import psutil
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 
 
 def main() -> None:

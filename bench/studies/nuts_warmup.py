@@ -11,7 +11,7 @@ sampling gradient (so a cheap warmup that tunes badly shows up).
 adaptation, as the engine does; ``--feed position`` passes the position only
 (the metric is then the draws' variance, as in Stan).
 
-    PYTHONPATH=src python bench/nuts_warmup.py gaussian --chains 2
+    PYTHONPATH=src python bench/studies/nuts_warmup.py gaussian --chains 2
 """
 
 from __future__ import annotations

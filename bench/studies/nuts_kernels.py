@@ -7,7 +7,7 @@ reported as the *overhead*: seconds / (gradients x floor), the floor being the
 seconds of one gradient in ``jit(lax.scan(value_and_grad))`` measured right
 before, in the same process. Repetitions alternate kernels; medians printed.
 
-    PYTHONPATH=src python bench/nuts_kernels.py logreg_small --reps 5
+    PYTHONPATH=src python bench/studies/nuts_kernels.py logreg_small --reps 5
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 Each option set is measured in a fresh process (XLA and LLVM warm up on the
 first compile of a process, which would favour later sets): the default
-summary statistics of ``--dim`` elements, states filled by ``--draws``
+summary (``sluice.stats.streaming.summary``) of ``--dim`` elements, states filled by ``--draws``
 updates, then ``jit(merge).lower(...).compile(compiler_options=...)`` and
 ``compile(finalize)``, each timed, then the fastest of 3 calls of each. The
 largest relative difference of the finalized values against XLA's defaults
 is printed too (the options change rounding, not results).
 
-    PYTHONPATH=src python bench/stats_compile.py --dim 1000 [--dim 10000]
+    PYTHONPATH=src python bench/studies/stats_compile.py --dim 1000 [--dim 10000]
 
 ``sluice._jax.compile`` compiles statistics' programs with its fast options (the
 second set) when their arguments and results hold at most
@@ -37,9 +37,9 @@ def measure(dim: int, draws: int, options: dict) -> dict:
     import jax
     import numpy as np
 
-    import sluice
+    from sluice.stats import streaming
 
-    statistic = sluice.stats.summary_statistics(draws)
+    statistic = streaming.summary(draws)
     xs = jax.random.normal(jax.random.key(0), (draws, dim))
 
     @jax.jit
@@ -65,11 +65,8 @@ def measure(dim: int, draws: int, options: dict) -> dict:
             result = jax.block_until_ready(executable(*args))
             runs.append(time.perf_counter() - start)
         out[f"{name}_run_ms"] = min(runs[1:]) * 1e3
-    out["values"] = {
-        k: np.asarray(v["a"], np.float64).ravel().tolist()
-        for k, v in result.items()
-        if isinstance(v, dict)
-    }
+    leaves = jax.tree.leaves(result)
+    out["values"] = np.concatenate([np.ravel(np.asarray(v, np.float64)) for v in leaves]).tolist()
     return out
 
 
@@ -97,11 +94,9 @@ def main() -> None:
             )  # fmt: skip
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             base = base or r["values"]
-            diff = max(
-                float(np.nanmax(np.abs(np.asarray(r["values"][k]) - np.asarray(v))
-                                / np.maximum(np.abs(np.asarray(v)), 1e-30), initial=0.0))
-                for k, v in base.items()
-            )  # fmt: skip
+            values, reference = np.asarray(r["values"]), np.asarray(base)
+            diff = float(np.nanmax(np.abs(values - reference)
+                                   / np.maximum(np.abs(reference), 1e-30), initial=0.0))  # fmt: skip
             print(
                 f"| {dim} | {label} | {r['merge_compile_s']:.2f} | {r['finalize_compile_s']:.2f} | "
                 f"{r['merge_run_ms']:.1f} | {r['finalize_run_ms']:.1f} | {diff:.1e} |",

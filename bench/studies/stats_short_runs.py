@@ -8,11 +8,7 @@ element's streaming ``ess_bulk``, ``ess_tail``, ``ess_sd`` and ``ess_mean``
 is compared with ArviZ's on the same draws (relative error, max and rms over
 the elements, and how many are off by more than 10%).
 
-    PYTHONPATH=src python bench/stats_short_runs.py [--dim 200] [--proxy-lags 3]
-        [--reference-draw N] [--settings 4x1000]
-
-``--proxy-lags`` and ``--reference-draw`` build the summary statistics with
-those options (``summary_statistics``) instead of the defaults.
+    PYTHONPATH=src python bench/studies/stats_short_runs.py [--dim 200] [--settings 4x1000]
 """
 
 from __future__ import annotations
@@ -35,31 +31,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dim", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--proxy-lags", type=int, default=None, choices=(0, 1, 3))
-    parser.add_argument("--reference-draw", type=int, default=None)
     parser.add_argument("--settings", nargs="*", default=None, help="e.g. 4x1000 1x200")
     args = parser.parse_args()
     settings = SETTINGS
     if args.settings:
         settings = tuple(tuple(int(v) for v in s.split("x")) for s in args.settings)
-    options = {
-        k: v
-        for k, v in (("proxy_lags", args.proxy_lags), ("reference_draw", args.reference_draw))
-        if v is not None
-    }
     warnings.filterwarnings("ignore")
-    print(
-        f"standard Gaussian, {args.dim} elements, seed {args.seed}, 300 warmup iterations, "
-        f"options {options or 'default'}"
-    )
+    print(f"standard Gaussian, {args.dim} elements, seed {args.seed}, 300 warmup iterations")
     print("| chains x draws | statistic | max rel. error | rms rel. error | elements > 10% |")
     print("|---|---|---:|---:|---:|")
     for chains, draws in settings:
-        stats = {"summary": sluice.stats.summary_statistics(draws, **options)} if options else {}
         run = sluice.sample(
             lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(args.dim), chains=chains,
             warmup=300, draws=draws, progress=False, seed=args.seed,
-            default_stats=not options, stats=stats,
+            default_stats=True,
         )  # fmt: skip
         summary = run.stats["summary"]
         x = np.asarray(run.draws["x"], np.float64)  # (chains, draws, dim)

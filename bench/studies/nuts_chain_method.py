@@ -7,7 +7,7 @@ alternately ``--reps`` times. Prints the median time ratio vectorized /
 sequential (below 1: vectorized is faster) and the choice of
 :func:`sluice.mcmc.chain_method.choose_chain_method` (a cost model, no timing).
 
-    PYTHONPATH=src python bench/nuts_chain_method.py logreg_small logreg_large gaussian
+    PYTHONPATH=src python bench/studies/nuts_chain_method.py logreg_small logreg_large gaussian
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ element, on a grid in bulk-score units fixed by the pooled pilot
 (``sluice.stats.streaming.grid``). This script samples the 20,000-dim Gaussian
 of ``bench/stats_scale.py`` (scales in [e^-1, e], NUTS, 4 x 1,000) twice with
 different seeds, takes from the second run the first 128 draws of each chain
-as the stand-in pilot (draws of the same posterior, as ``bench/tail_floor.py``
+as the stand-in pilot (draws of the same posterior, as ``bench/studies/tail_floor.py``
 does), counts the first run's draws on each grid below and reads the 3%, 50%
 and 97% quantiles and the 94% HDI as the statistic does
 (``streaming_readout._quantiles_and_hdi``), against NumPy's quantiles and
@@ -23,16 +23,20 @@ its search is restricted to every other draw's position (121 candidate lower
 levels over exact quantiles of the draws, as the streamed search has): a
 floor under any estimate of ArviZ's HDI that does not keep every draw.
 
-    PYTHONPATH=src python bench/stats_grid.py [--dim 20000]
+    PYTHONPATH=src python bench/studies/stats_grid.py [--dim 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from harness import scaled_gaussian_draws
 
 from sluice.stats import streaming, streaming_readout

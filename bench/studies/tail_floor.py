@@ -20,17 +20,21 @@ same draws, from the same pilot, to sluice's default statistic: its tail ESS
 against ArviZ's, and against the kernel at the same thresholds (what its
 one-pass lags add).
 
-    PYTHONPATH=src python bench/tail_floor.py [--dim 20000] [--spread 0.02]
+    PYTHONPATH=src python bench/studies/tail_floor.py [--dim 20000] [--spread 0.02]
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
+import sys
 import warnings
 
 import jax.numpy as jnp
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from harness import scaled_gaussian_draws
 
 from sluice.stats import streaming
