@@ -178,10 +178,13 @@ def _pieces(c):
     for start in range(0, DRAWS, CHUNK):
         piece = {k: v[c, start : start + CHUNK] for k, v in DRAWS_NP.items()}
         n = piece["b"].shape[0]
-        yield {
-            k: np.concatenate([v, np.zeros((CHUNK - n, *v.shape[1:]), v.dtype)])
-            for k, v in piece.items()
-        }, n
+        yield (
+            {
+                k: np.concatenate([v, np.zeros((CHUNK - n, *v.shape[1:]), v.dtype)])
+                for k, v in piece.items()
+            },
+            n,
+        )
 
 
 @pytest.mark.parametrize("name", [*CASES, "summary"])
