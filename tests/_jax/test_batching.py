@@ -4,7 +4,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice import stats
 from sluice._jax.batching import uniform_cond
 
 
@@ -55,18 +54,3 @@ def test_the_batched_program_branches_instead_of_selecting():
         jax.make_jaxpr(jax.vmap(_step))((jnp.arange(4.0), jnp.ones(4, bool)), jnp.arange(4))
     )
     assert "cond" in jaxpr
-
-
-def test_diagnostics_of_chains_vmapped_at_different_counts_are_nan():
-    s = stats.rhat(num_draws=20, method="split")
-    example = {"a": jnp.zeros(())}
-    states = jax.vmap(lambda _: s.init(example))(jnp.arange(2))
-    update = jax.jit(jax.vmap(s.update))
-    first = jax.tree.map(lambda x: x[:1], states)
-    # chain 0 one draw ahead of chain 1, then both fed together
-    ahead = jax.vmap(s.update)(first, {"a": jnp.ones(1)})
-    states = jax.tree.map(lambda a, b: jnp.concatenate([a, b[1:]]), ahead, states)
-    for t in range(19):
-        states = update(states, {"a": jnp.full(2, float(t % 5))})
-    merged = s.merge(*(jax.tree.map(lambda x, c=c: x[c], states) for c in range(2)))
-    assert np.isnan(s.finalize(merged)["a"])

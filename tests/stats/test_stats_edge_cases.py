@@ -1,4 +1,5 @@
-"""Edge cases, mirrored from ArviZ 0.23 (or documented where sluice differs), and errors."""
+"""Edge cases of the default summary, mirrored from ArviZ 0.23 (or documented where sluice
+differs), and errors."""
 
 from __future__ import annotations
 
@@ -13,177 +14,204 @@ import pytest
 from tests.stats.helpers import ar1, jit, merge_tree, scan_runner, take_chain
 
 from sluice import stats
+from sluice.stats import streaming
+from sluice.stats.base import block_update
 
 N_ODD = 101  # odd: ArviZ drops the middle draw from both halves
-# lags 48 >= every lag ArviZ reads for halves of 50 draws: ess_mean is exact
-DIAG = stats.diagnostics(N_ODD, probs=(0.5,), max_lag=48, block_sizes=(1,), block_lags=48)
+PILOT = 32
+# ess_mean on halves of 50 draws: the lag products across the split and at the halves'
+# ends (about lags / n of the pairs) are approximated; 4.3% at most here
+SHORT_ESS = 0.05
 
 
-def _run(statistic, x: np.ndarray, example=None):
-    """Per-chain states of ``x`` (chain, draw, 2) under ``statistic`` (example: chain 0's last draw)."""
-    example = {"x": jnp.asarray(x[0, -1] if example is None else example)}
-    return scan_runner(statistic.init, statistic.update)(example, {"x": jnp.asarray(x)})
+def _chains(seed: int, chains: int, draws: int, rho: float, dim: int = 2):
+    """``(pilot rows (chains * PILOT, dim), draws (chains, draws, dim))``, float32."""
+    x = ar1(seed, chains, PILOT + draws, rho, dim=dim).astype(np.float32)
+    return x[:, :PILOT].reshape(-1, dim), x[:, PILOT:]
 
 
-def _merged(statistic, states, chains):
-    merge = jit(statistic.merge)
-    out = merge_tree(
-        merge, [take_chain(states, c) for c in range(chains)], np.random.default_rng(0)
-    )
-    return jax.device_get(jit(statistic.finalize)(out))
+def _states(x: np.ndarray, pilot: np.ndarray, chunk: int | None = None) -> list:
+    """Each chain's summary state, fed a chunk at a time as the engine does."""
+    draws = x.shape[1]
+    chunk = chunk or draws
+    s = streaming.summary(draws, chunk_size=chunk)
+    advance = jit(block_update(s))
+    out = []
+    for c in range(x.shape[0]):
+        state = s.init({"x": jnp.asarray(pilot)})
+        for start in range(0, draws, chunk):
+            rows = x[c, start : start + chunk]
+            piece = np.zeros((chunk, x.shape[2]), x.dtype)
+            piece[: len(rows)] = rows
+            state = advance(state, {"x": jnp.asarray(piece)}, len(rows))
+        out.append(state)
+    return s, out
+
+
+def _summary(x: np.ndarray, pilot: np.ndarray, chunk: int | None = None) -> dict:
+    s, states = _states(x, pilot, chunk)
+    merged = merge_tree(jit(s.merge), states, np.random.default_rng(0))
+    out = jax.device_get(s.finalize(merged))
+    return {k: np.asarray(v["x"]) for k, v in out.items() if isinstance(v, dict)}
 
 
 def _az(fn, x, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(fn(x, **kw))
+        return float(np.asarray(fn(x, **kw)).item())
 
 
-@pytest.fixture(scope="module")
-def odd():
-    x = ar1(5, 4, N_ODD, 0.3, dim=2).astype(np.float32)
-    return x, _merged(DIAG, _run(DIAG, x), 4)
-
-
-def test_odd_num_draws_matches_arviz(odd):
-    x, out = odd
+def test_odd_num_draws_matches_arviz():
+    pilot, x = _chains(5, 4, N_ODD, 0.3)
+    out = _summary(x, pilot)
     x64 = x.astype(np.float64)
     for d in range(2):
         xd = x64[..., d]
-        np.testing.assert_allclose(out["mean"]["x"][d], xd.mean(), atol=1e-6)  # middle included
+        np.testing.assert_allclose(out["mean"][d], xd.mean(), atol=1e-6)  # middle included
+        np.testing.assert_allclose(out["r_hat_split"][d], _az(az.rhat, xd, method="split"),
+                                   rtol=1e-5)  # fmt: skip
         np.testing.assert_allclose(
-            out["r_hat_split"]["x"][d], _az(az.rhat, xd, method="split"), rtol=1e-5
+            out["ess_mean"][d], _az(az.ess, xd, method="mean"), rtol=SHORT_ESS
         )
-        np.testing.assert_allclose(
-            out["ess_mean"]["x"][d], _az(az.ess, xd, method="mean"), rtol=1e-4
-        )
+
+
+def test_odd_chunks_split_where_arviz_does():
+    """Chunks of 25 draws: ArviZ's split of 101 draws falls on the middle draw of
+    the third chunk (draw 50), with a short last chunk: split R-hat stays exact."""
+    pilot, x = _chains(15, 3, N_ODD, 0.3)
+    out = _summary(x, pilot, chunk=25)
+    for d in range(2):
+        xd = x[..., d].astype(np.float64)
+        np.testing.assert_allclose(out["r_hat_split"][d], _az(az.rhat, xd, method="split"),
+                                   rtol=1e-5)  # fmt: skip
+
+
+def _constant():
+    pilot, x = _chains(6, 4, N_ODD, 0.3)
+    x[..., 0] = 2.5
+    pilot[:, 0] = 2.5  # its warmup too
+    return x, _summary(x, pilot)
 
 
 def test_constant_element_follows_arviz():
-    x = ar1(6, 4, N_ODD, 0.3, dim=2).astype(np.float32)
-    x[..., 0] = 2.5
-    out = _merged(DIAG, _run(DIAG, x), 4)
+    """A constant element: ESS is the split size, split R-hat NaN, sd and MCSE of the
+    mean 0, as in ArviZ; its quantiles are the value. ArviZ's ``mcse_sd`` is NaN there
+    (0 / 0); the summary reads 0, the MCSE of an sd known exactly."""
+    x, out = _constant()
     const = x[..., 0].astype(np.float64)
     split_size = 4 * 2 * (N_ODD // 2)
-    assert out["ess_mean"]["x"][0] == _az(az.ess, const, method="mean") == split_size
-    assert out["ess_bulk"]["x"][0] == _az(az.ess, const, method="bulk") == split_size
-    assert out["ess_tail"]["x"][0] == _az(az.ess, const, method="tail") == split_size
-    assert np.isnan(out["r_hat"]["x"][0]) and np.isnan(_az(az.rhat, const))
-    assert out["sd"]["x"][0] == 0 and out["mcse_mean"]["x"][0] == 0
-    assert np.isnan(out["mcse_sd"]["x"][0]) and np.isnan(_az(az.mcse, const, method="sd"))
-    assert out["quantiles"]["x"][0, 0] == 2.5
-    assert np.isfinite(out["r_hat"]["x"][1])  # the other element is unaffected
+    assert out["ess_mean"][0] == _az(az.ess, const, method="mean") == split_size
+    assert out["ess_bulk"][0] == _az(az.ess, const, method="bulk") == split_size
+    assert out["ess_tail"][0] == _az(az.ess, const, method="tail") == split_size
+    assert np.isnan(out["r_hat_split"][0]) and np.isnan(_az(az.rhat, const, method="split"))
+    assert out["sd"][0] == 0 and out["mcse_mean"][0] == 0
+    assert out["mcse_sd"][0] == 0 and np.isnan(_az(az.mcse, const, method="sd"))
+    assert np.all(out["quantiles"][0] == 2.5) and np.all(out["hdi"][0] == 2.5)
+    assert np.isfinite(out["r_hat"][1])  # the other element is unaffected
+
+
+@pytest.mark.xfail(strict=True, reason="rank R-hat of a constant element reads 0.99, not NaN")
+def test_constant_element_has_nan_rank_rhat_like_arviz():
+    """ArviZ's rank R-hat of a constant element is NaN (no variance); the summary's
+    reads 0.99 when the element's warmup was constant too (every reference knot
+    tied), though its split R-hat is NaN. A known difference, kept visible here."""
+    x, out = _constant()
+    assert np.isnan(_az(az.rhat, x[..., 0].astype(np.float64)))
+    assert np.isnan(out["r_hat"][0])
 
 
 def test_nan_draw_gives_nan_like_arviz():
-    x = ar1(7, 4, N_ODD, 0.3, dim=2).astype(np.float32)
+    pilot, x = _chains(7, 4, N_ODD, 0.3)
     x[2, 40, 1] = np.nan
-    out = _merged(DIAG, _run(DIAG, x), 4)
-    for key in (
-        "mean",
-        "sd",
-        "r_hat",
-        "r_hat_split",
-        "ess_mean",
-        "ess_bulk",
-        "ess_tail",
-        "mcse_mean",
-        "quantiles",
-    ):
-        assert np.all(np.isnan(out[key]["x"][1])), key
-        assert np.all(np.isfinite(out[key]["x"][0])), key
-    assert np.isnan(_az(az.ess, x[..., 1].astype(np.float64))) and np.isnan(
-        _az(az.rhat, x[..., 1].astype(np.float64))
-    )
+    out = _summary(x, pilot)
+    for key in ("mean", "sd", "r_hat", "r_hat_split", "ess_mean", "ess_bulk", "ess_tail",
+                "mcse_mean", "quantiles"):  # fmt: skip
+        assert np.all(np.isnan(out[key][1])), key
+        assert np.all(np.isfinite(out[key][0])), key
+    x1 = x[..., 1].astype(np.float64)
+    assert np.isnan(_az(az.ess, x1)) and np.isnan(_az(az.rhat, x1))
 
 
-def test_one_chain_has_nan_rhat_and_arviz_ess(odd):
-    x, _ = odd
-    state = take_chain(_run(DIAG, x), 0)
-    out = jax.device_get(jit(DIAG.finalize)(state))
+def test_one_chain_has_nan_rhat_and_arviz_ess():
+    pilot, x = _chains(5, 4, N_ODD, 0.3)
+    s, states = _states(x, pilot)
+    out = jax.device_get(s.finalize(states[0]))
     x0 = x[:1].astype(np.float64)
     for d in range(2):
         assert np.isnan(out["r_hat"]["x"][d]) and np.isnan(_az(az.rhat, x0[..., d]))
         np.testing.assert_allclose(
-            out["ess_mean"]["x"][d], _az(az.ess, x0[..., d], method="mean"), rtol=1e-4
+            out["ess_mean"]["x"][d], _az(az.ess, x0[..., d], method="mean"), rtol=SHORT_ESS
         )
         np.testing.assert_allclose(out["mean"]["x"][d], x0[..., d].mean(), atol=1e-6)
 
 
 def test_fewer_than_four_draws_give_nan():
-    s = stats.ess(3, method="mean", max_lag=2)
-    x = ar1(8, 2, 3, 0.0, dim=2).astype(np.float32)
-    out = _merged(s, _run(s, x), 2)
-    assert np.all(np.isnan(out["x"]))
+    pilot, x = _chains(8, 2, 3, 0.0)
+    out = _summary(x, pilot)
+    assert np.all(np.isnan(out["ess_mean"])) and np.all(np.isnan(out["r_hat_split"]))
     assert np.isnan(_az(az.ess, x[..., 0].astype(np.float64), method="mean"))
-    r = stats.rhat(3, method="split")
-    assert np.all(np.isnan(_merged(r, _run(r, x), 2)["x"]))
-
-
-def test_finalize_mid_run_reports_the_draws_so_far():
-    """Finalize is callable at any time; mid-run, the split follows ``num_draws``
-    (the first half is partial), so only the moments are ArviZ's on the draws seen."""
-    x = ar1(9, 2, 30, 0.3, dim=2).astype(np.float32)
-    out = _merged(DIAG, _run(DIAG, x), 2)
-    np.testing.assert_allclose(out["mean"]["x"], x.astype(np.float64).mean(axis=(0, 1)), atol=1e-6)
-    assert np.all(np.isfinite(out["ess_mean"]["x"]))
 
 
 def test_states_with_different_pilots_cannot_be_merged():
-    """Examples must be the same on every chain (the engine guarantees it). The
-    diagnostics, whose histograms depend on the pilot, return NaN when merged
+    """Every chain must get the same pilot (the engine guarantees it). The summary,
+    whose sums and histograms are relative to its reference, returns NaN when merged
     otherwise; plain moments re-centre and stay exact."""
-    x = ar1(10, 2, N_ODD, 0.3, dim=2).astype(np.float32)
-    a = take_chain(_run(DIAG, x[:1], example=x[0, 0]), 0)
-    b = take_chain(_run(DIAG, x[1:], example=x[1, 0]), 0)
-    out = jax.device_get(jit(DIAG.finalize)(jit(DIAG.merge)(a, b)))
+    pilot, x = _chains(10, 2, N_ODD, 0.3)
+    s, (a, _) = _states(x, pilot)
+    _, (_, b) = _states(x, pilot + 1.0)
+    out = jax.device_get(s.finalize(s.merge(a, b)))
     assert np.all(np.isnan(out["mean"]["x"])) and np.all(np.isnan(out["r_hat"]["x"]))
-    for s, ref in (
+    for m, ref in (
         (stats.mean(), x.astype(np.float64).mean(axis=(0, 1))),
         (stats.variance(), x.astype(np.float64).reshape(-1, 2).var(axis=0, ddof=1)),
     ):
-        sa = take_chain(_run(s, x[:1], example=x[0, 0]), 0)
-        sb = take_chain(_run(s, x[1:], example=x[1, 0]), 0)
-        np.testing.assert_allclose(s.finalize(s.merge(sa, sb))["x"], ref, rtol=1e-5)
-
-
-def test_max_elements_caps_histograms_and_lags_per_quantity():
-    s = stats.rhat(N_ODD, max_elements=1)
-    x = ar1(11, 2, N_ODD, 0.3, dim=2).astype(np.float32)
-    out = _merged(s, _run(s, x), 2)["x"]
-    assert np.isfinite(out[0]) and np.isnan(out[1])
-    state = s.init({"x": jnp.zeros(2), "y": jnp.zeros(())})
-    assert state.parts[1].counts.shape[1] == 2  # one element of x, and y
+        run = scan_runner(m.init, m.update)
+        sa = take_chain(run({"x": jnp.asarray(x[0, 0])}, {"x": jnp.asarray(x[:1])}), 0)
+        sb = take_chain(run({"x": jnp.asarray(x[1, 0])}, {"x": jnp.asarray(x[1:])}), 0)
+        np.testing.assert_allclose(m.finalize(m.merge(sa, sb))["x"], ref, rtol=1e-5)
 
 
 def test_float64_draws_under_x64():
     with jax.enable_x64(True):
-        s = stats.rhat(N_ODD, method="split")
-        x = ar1(12, 3, N_ODD, 0.5, dim=2)
-        states = scan_runner(s.init, s.update)({"x": jnp.asarray(x[0, -1])}, {"x": jnp.asarray(x)})
-        assert states.parts[0].xmin.dtype == jnp.float64
-        out = _merged(s, states, 3)["x"]
+        x = ar1(12, 3, PILOT + N_ODD, 0.5, dim=2)
+        pilot, x = x[:, :PILOT].reshape(-1, 2), x[:, PILOT:]
+        s, states = _states(x, pilot)
+        assert states[0].knots.dtype == jnp.float64
+        out = jax.device_get(s.finalize(s.merge(s.merge(states[0], states[1]), states[2])))
     for d in range(2):
-        np.testing.assert_allclose(out[d], _az(az.rhat, x[..., d], method="split"), rtol=1e-12)
+        np.testing.assert_allclose(
+            out["r_hat_split"]["x"][d], _az(az.rhat, x[..., d], method="split"), rtol=1e-12
+        )
+
+
+def test_strongly_antithetic_short_chains_give_arviz_capped_ess_not_negative():
+    """A lag-1 autocorrelation near -1 makes the first Geyer pair sum below 1/2, so
+    tau = -1 + 2 (rho_0 + rho_1) < 0. ArviZ clamps tau at 1 / log10(N): the ESS is
+    its cap N log10 N, never negative."""
+    draws = 60
+    pilot, x = _chains(14, 1, draws, -0.95, dim=3)
+    out = _summary(x, pilot)
+    x64 = x.astype(np.float64)
+    cap = draws * np.log10(draws)
+    for d in range(3):
+        reference = _az(az.ess, x64[..., d], method="mean")
+        assert reference == pytest.approx(cap), "the chain must reach ArviZ's clamp"
+        np.testing.assert_allclose(out["ess_mean"][d], reference, rtol=1e-4)
 
 
 @pytest.mark.parametrize(
     ("factory", "name", "value"),
     [
-        (lambda v: stats.diagnostics(v), "num_draws", 0),
-        (lambda v: stats.ess(100, max_lag=v), "max_lag", -1),
-        (lambda v: stats.ess(100, block_sizes=v), "block_sizes", (4, 6)),
-        (lambda v: stats.ess(100, block_lags=v), "block_lags", 0),
-        (lambda v: stats.diagnostics(100, proxy_lags=v), "proxy_lags", 2),
-        (lambda v: stats.ess(100, method=v), "method", "median"),
-        (lambda v: stats.rhat(100, method=v), "method", "identity"),
-        (lambda v: stats.quantiles(v), "probs", (0.5, 1.5)),
-        (lambda v: stats.hdi(v), "prob", 0.0),
-        (lambda v: stats.diagnostics(100, hdi_prob=v), "hdi_prob", 1.5),
-        (lambda v: stats.diagnostics(100, max_elements=v), "max_elements", 0),
-        (lambda v: stats.diagnostics(100, mantissa_bits=v), "mantissa_bits", 9),
+        (lambda v: streaming.summary(v), "num_draws", 0),
+        (lambda v: streaming.summary(100, chunk_size=v), "chunk_size", 0),
+        (lambda v: streaming.summary(100, hdi_prob=v), "hdi_prob", 1.5),
+        (lambda v: streaming.summary(100, hdi_prob=v), "hdi_prob", -0.5),
+        (lambda v: streaming.summary(100, lags=v), "lags", 1),
+        (lambda v: streaming.summary(100, block=v), "block", 1),
+        (lambda v: streaming.summary(100, block_lags=v), "block_lags", 2),
+        (lambda v: streaming.summary(100, buckets=v), "buckets", 4),
+        (lambda v: streaming.summary(100, pilot=v), "pilot", 0),
         (lambda v: stats.variance(ddof=v), "ddof", -1),
-        (lambda v: stats.summary_statistics(100, hdi_prob=v), "hdi_prob", -0.5),
     ],
 )
 def test_bad_settings_name_the_argument_and_value(factory, name, value):
@@ -200,33 +228,3 @@ def test_restrict_unknown_name_fails_at_init():
 def test_group_requires_statistics():
     with pytest.raises(TypeError, match="statistics"):
         stats.group({"a": lambda x: x})
-
-
-def test_unfinished_block_of_the_first_half_stays_out_of_the_second():
-    """With 10 draws per half and blocks of 8, the first half's last 2 draws are an
-    unfinished block: the second half's first block mean is of its own 8 draws only."""
-    s = stats.diagnostics(20, probs=(), hdi_prob=None, max_lag=2, block_sizes=(8,), block_lags=1)
-    x = jnp.arange(1.0, 21.0) ** 2  # distinct values, one element
-    state = s.init({"x": jnp.zeros(1)})
-    state = jit(
-        lambda st: jax.lax.scan(lambda c, v: (s.update(c, {"x": v[None]}), None), st, x)[0]
-    )(state)
-    level = state.parts[2].levels[0]
-    y_sums = np.asarray(level.half_sum[0])[:, 0]  # feature y: per half, the sum of block means
-    np.testing.assert_allclose(y_sums, [np.mean(x[0:8]), np.mean(x[10:18])], rtol=1e-6)
-
-
-def test_strongly_antithetic_short_chains_give_arviz_capped_ess_not_negative():
-    """A lag-1 autocorrelation near -1 makes the first Geyer pair sum below 1/2, so
-    tau = -1 + 2 (rho_0 + rho_1) < 0. ArviZ clamps tau at 1 / log10(N): the ESS is
-    its cap N log10 N. The streaming ESS was negative there (it capped only from above)."""
-    draws = 60
-    s = stats.ess(draws, method="mean", max_lag=8)
-    x = ar1(14, 1, draws, -0.95, dim=3).astype(np.float32)
-    out = _merged(s, _run(s, x), 1)
-    x64 = x.astype(np.float64)
-    cap = draws * np.log10(draws)
-    for d in range(3):
-        reference = _az(az.ess, x64[..., d], method="mean")
-        assert reference == pytest.approx(cap), "the chain must reach ArviZ's clamp"
-        np.testing.assert_allclose(out["x"][d], reference, rtol=1e-4)

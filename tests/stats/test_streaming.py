@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from tests.stats.helpers import ar1, assert_trees_close, jit, merge_tree
 
-from sluice.stats import streaming
+from sluice.stats import streaming, streaming_state
 
 CHAINS, DRAWS, PILOT, CHUNK = 4, 1000, 128, 100
 RHOS = (0.0, 0.5, 0.9, 0.99, -0.3)
@@ -194,7 +194,7 @@ def test_ess_where_geyer_runs_past_the_exact_lags_by_noise():
     ).astype(np.float32)  # fmt: skip
     pilot, draws = x[:, :PILOT].reshape(-1, dim), x[:, PILOT:]
     ends = np.array([_geyer_end(draws[:, :, j].astype(np.float64)) for j in range(dim)])
-    long = np.flatnonzero(ends > streaming.StreamSettings(DRAWS, CHUNK).lags)
+    long = np.flatnonzero(ends > streaming_state.StreamSettings(DRAWS, CHUNK).lags)
     assert len(long) >= 3, len(long)  # the case under test occurs
     out = _finalized(draws, pilot)
     data = az.convert_to_dataset({"x": draws[:, :, long].astype(np.float64)})
@@ -445,24 +445,24 @@ def test_the_grid_is_finer_where_the_summary_reads_quantiles():
     """The buckets around the normal scores of the levels read (3%, 50%, 97%) are
     FOCUS times narrower than elsewhere, every draw lands in the bucket whose edges
     hold it, and the grid covers the score's range."""
-    settings = streaming.StreamSettings(1000, 100, probs=(0.03, 0.5, 0.97))
-    at, position = streaming.grid(settings.probs, settings.buckets)
-    assert at[0] == -streaming.BOUND and at[-1] == streaming.BOUND
+    settings = streaming_state.StreamSettings(1000, 100, probs=(0.03, 0.5, 0.97))
+    at, position = streaming_state.grid(settings.probs, settings.buckets)
+    assert at[0] == -streaming_state.BOUND and at[-1] == streaming_state.BOUND
     assert position[0] == 0 and np.isclose(position[-1], settings.buckets)
     per_bucket = np.diff(at) / np.diff(position)  # score width of a bucket, per segment
     width = lambda s: per_bucket[np.searchsorted(at, s) - 1]  # noqa: E731
     for p in settings.probs:
         c = NormalDist().inv_cdf(p)
-        half = streaming.FOCUS_HALF
-        assert np.isclose(width(c + half / 2) * streaming.FOCUS, width(c + half + 0.1))
+        half = streaming_state.FOCUS_HALF
+        assert np.isclose(width(c + half / 2) * streaming_state.FOCUS, width(c + half + 0.1))
     # values land between the edges of their bucket (x units, through the reference)
     rng = np.random.default_rng(3)
     pilot = rng.standard_t(5, size=(512, 4)).astype(np.float32)
     x = rng.standard_t(5, size=(2000, 4)).astype(np.float32)
-    knots = streaming.reference(jnp.asarray(pilot))
-    s = streaming.score(streaming.proxy(jnp.asarray(x), streaming.hinges(knots)))
-    b = np.asarray(streaming.bucket(s, settings))  # (2000, 4)
-    edges = np.asarray(streaming.bucket_edges(knots, settings))  # (4, G + 1)
+    knots = streaming_state.reference(jnp.asarray(pilot))
+    s = streaming_state.score(streaming_state.proxy(jnp.asarray(x), streaming_state.hinges(knots)))
+    b = np.asarray(streaming_state.bucket(s, settings))  # (2000, 4)
+    edges = np.asarray(streaming_state.bucket_edges(knots, settings))  # (4, G + 1)
     lo = np.take_along_axis(edges, b.T, axis=1).T
     hi = np.take_along_axis(edges, b.T + 1, axis=1).T
     inside = (x >= lo - 1e-5 * np.abs(x)) & (x <= hi + 1e-5 * np.abs(x))
@@ -510,7 +510,7 @@ def test_counters_saturate_and_are_restored_when_chains_merge():
     assert np.all(np.isfinite(got["quantiles"]))
     # the saturated point mass and the normal are read within the bucket holding NumPy's
     knots = small.init({"x": jnp.asarray(pilot)}).knots
-    edges = np.asarray(streaming.bucket_edges(knots, streaming.StreamSettings(
+    edges = np.asarray(streaming_state.bucket_edges(knots, streaming_state.StreamSettings(
         draws, chunk, probs=(0.03, 0.5, 0.97))))  # fmt: skip
     for e in (0, 2):
         at = np.clip(np.searchsorted(edges[e], ref[e], side="right") - 1, 1, 286)
@@ -559,9 +559,11 @@ def test_reference_quantiles_are_numpys(dtype):
     try:
         x = jnp.asarray(rows)
         assert x.dtype == dtype
-        np.testing.assert_array_equal(streaming.sort_rows(x), np.sort(rows, axis=0))
+        np.testing.assert_array_equal(streaming_state.sort_rows(x), np.sort(rows, axis=0))
         np.testing.assert_allclose(
-            streaming.reference(x), np.quantile(rows, streaming.LEVELS, axis=0), rtol=1e-6
+            streaming_state.reference(x),
+            np.quantile(rows, streaming_state.LEVELS, axis=0),
+            rtol=1e-6,
         )
     finally:
         jax.config.update("jax_enable_x64", before)

@@ -14,11 +14,10 @@ the number of lags.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import ndtri
 
 __all__ = [
     "Compensated",
@@ -30,6 +29,7 @@ __all__ = [
     "cumsum_rows",
     "geyer_tau",
     "rhat_from_summaries",
+    "row_add",
 ]
 
 
@@ -92,12 +92,10 @@ def chan_merge(
     n_b: jax.Array,
     mean_b: jax.Array,
     comoment_b: jax.Array,
-    outer: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Chan, Golub & LeVeque's merge of two (count, mean, co-moment) summaries.
 
-    ``comoment`` is ``sum (v - mean)(v - mean)^T`` (``outer=True``, vectors in the
-    last axis) or ``sum (v - mean)^2`` elementwise. Empty summaries (``n = 0``)
+    ``comoment`` is ``sum (v - mean)^2``, elementwise. Empty summaries (``n = 0``)
     are the identity.
     """
     n = n_a + n_b
@@ -106,11 +104,7 @@ def chan_merge(
     wb = n_b.astype(mean_a.dtype)
     delta = mean_b - mean_a
     mean = mean_a + delta * (wb / nf)
-    if outer:
-        cross = delta[..., :, None] * delta[..., None, :]
-    else:
-        cross = delta * delta
-    comoment = comoment_a + comoment_b + cross * (wa * wb / nf)
+    comoment = comoment_a + comoment_b + delta * delta * (wa * wb / nf)
     return n, mean, comoment
 
 
@@ -215,11 +209,6 @@ def geyer_tau(
     return GeyerResult(tau, terminated, last)
 
 
-def blom_scores(rank: jax.Array, total: jax.Array) -> jax.Array:
-    """ArviZ's rank back-transform: ``ndtri((rank - 3/8) / (total + 1/4))``."""
-    return ndtri((rank - 0.375) / (total + 0.25))
-
-
 def cumsum_rows(a: jax.Array) -> jax.Array:
     """``jnp.cumsum(a, axis=1)`` of a ``(D, G)`` array, as a scan over the ``G`` columns.
 
@@ -248,33 +237,3 @@ def row_add(a: jax.Array, i: jax.Array, v: jax.Array) -> jax.Array:
     """
     row = jax.lax.dynamic_index_in_dim(a, i, keepdims=False)
     return jax.lax.dynamic_update_index_in_dim(a, row + v, i, 0)
-
-
-def row_set_where(a: jax.Array, i: Any, v: jax.Array, write: jax.Array) -> jax.Array:
-    """``a.at[i].set(v)`` when ``write`` (else unchanged), each index clipped into range.
-
-    ``i`` is one index or a tuple of leading indices (``a.at[i, j].set(v)``). Only
-    the one row is read and written: slicing a sub-array out, updating it and
-    writing it back moved the whole sub-array (measured: most of the statistics'
-    rare-event path at 1,000 elements).
-    """
-    index = i if isinstance(i, tuple) else (i,)
-    k = len(index)
-    start = [jnp.clip(j, 0, a.shape[n] - 1).astype(jnp.int32) for n, j in enumerate(index)]
-    start += [jnp.int32(0)] * (a.ndim - k)
-    row = jax.lax.dynamic_slice(a, start, (1,) * k + a.shape[k:])
-    new = jnp.where(write, jnp.reshape(v, row.shape), row)
-    return jax.lax.dynamic_update_slice(a, new.astype(a.dtype), start)
-
-
-def zeros_if(pred: jax.Array, tree: Any) -> Any:
-    """``tree`` with every array zeroed when ``pred`` (a scalar bool), else unchanged.
-
-    A loop of zero or one iteration: in place, where ``jnp.where(pred, 0, a)``
-    passes over every array whatever ``pred`` and a ``cond`` copies the operand
-    its identity branch returns. ``pred`` must not be batched (see
-    :mod:`sluice._jax.batching`).
-    """
-    return jax.lax.fori_loop(
-        0, pred.astype(jnp.int32), lambda _, t: jax.tree.map(jnp.zeros_like, t), tree
-    )

@@ -51,8 +51,6 @@ windows of :data:`WINDOW` rows; ``update`` processes one draw.
 from __future__ import annotations
 
 import functools
-import math
-import statistics as _statistics
 from typing import Any, NamedTuple
 
 import jax
@@ -60,286 +58,39 @@ import jax.numpy as jnp
 import numpy as np
 
 from sluice._jax import compile as programs
+from sluice.stats import streaming_readout
 from sluice.stats._layout import flatten, num_elements, own_copy, working_dtype
-from sluice.stats._numerics import Compensated, compensated_add, compensated_zeros, row_add
+from sluice.stats._numerics import compensated_add, compensated_zeros, row_add
 from sluice.stats.base import Blocks, Statistic
+from sluice.stats.streaming_state import (
+    COUNT_MAX,
+    HI,
+    LAG,
+    LEVELS,
+    LO,
+    MID,
+    SEG,
+    Hinges,
+    StreamSettings,
+    StreamState,
+    _split_shapes,
+    bucket,
+    chunk_state_bytes,
+    hinges,
+    proxy,
+    reference,
+    score,
+)
 
 PyTree = Any
 
 __all__ = ["LEVELS", "StreamSettings", "StreamState", "chunk_state_bytes", "summary"]
 
-LEVELS = (0.02, 0.05, 0.15, 0.3, 0.5, 0.7, 0.85, 0.95, 0.98)  # reference quantile levels
-SCORES = tuple(_statistics.NormalDist().inv_cdf(p) for p in LEVELS)
-LO, MID, HI = 1, 4, 7  # indices of 0.05, 0.5, 0.95
 WINDOW = 16  # rows processed at once
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
-ROLL = 1.0  # how far the bulk score reaches beyond the outer reference scores (score)
-BOUND = SCORES[-1] + ROLL  # the bulk score's range, (-BOUND, BOUND), is the histogram's
-FOCUS, FOCUS_HALF = 4.0, 0.7  # the grid's refinement around each quantile read (grid)
-COUNT_MAX = 2**16 - 1  # the most draws a uint16 counter holds
-# split features, and the lag features (a subset)
-Y, Q, Z, Z2, ZF, TLO, THI = range(7)
-SEG = 7
-LAG_FEATURES = (Y, Z, TLO, THI)
-LAG = len(LAG_FEATURES)
-
-
-class StreamSettings(NamedTuple):
-    """Static settings (see :func:`summary`)."""
-
-    num_draws: int  # the most draws per chain (the final split)
-    chunk_size: int  # the split geometry's unit (the engine's chunk size)
-    lags: int = 16
-    block: int = 32
-    block_lags: int = 5
-    buckets: int = 288
-    pilot: int = 128
-    probs: tuple[float, ...] = ()
-    hdi_prob: float | None = None
-
-    @property
-    def num_chunks(self) -> int:
-        return -(-self.num_draws // self.chunk_size)
-
-    @property
-    def ring(self) -> int:
-        """Chunk summaries kept apart: those a later split may put in the second half
-        (at least 2, which also holds a closed chain's between-chain summaries)."""
-        return max(self.num_chunks // 2 + 1, 2)
-
-    @property
-    def counter(self) -> Any:
-        """The histogram's counter dtype: ``uint16`` while a chain's draws fit in it."""
-        return jnp.uint16 if self.num_draws <= COUNT_MAX else jnp.int32
-
-    @property
-    def parts(self) -> int:
-        return 3 if self.chunk_size % 2 else 2
-
-    @property
-    def final_split(self) -> bool:
-        """The last chunk is short: the final halves are kept apart."""
-        return self.num_draws % self.chunk_size != 0
-
-
-class StreamState(NamedTuple):
-    """One chain's sums (open) or several chains' summaries (closed, after ``merge``).
-
-    Arrays marked *reused* hold the between-chain summaries once closed
-    (see :mod:`sluice.stats.streaming_readout`).
-    """
-
-    pilot: PyTree  # the example structure (a draw of zeros) and dtype
-    knots: jax.Array  # (9, D) reference quantiles of x
-    count: jax.Array  # () int32: draws of the open chain (0 once closed)
-    consistent: jax.Array  # () bool: False once an update came out of order
-    tail: jax.Array  # (lags, D): the last draws, most recent first
-    sum1: Compensated  # (D,) sum of y
-    sum2: Compensated  # (D,) sum of y^2
-    sum34: jax.Array  # (2, D) sums of y^3, y^4
-    xmin: jax.Array  # (D,)
-    xmax: jax.Array  # (D,)
-    hist: jax.Array  # (D * buckets,) settings.counter, element-major (flat: updated in place)
-    lag: jax.Array  # (LAG, lags, D): sum_t f_t f_(t-k); reused: autocovariances
-    partial: jax.Array  # (LAG, D): the current block's sums; reused: lag-0 autocovariance
-    bring: jax.Array  # (LAG, block_lags, D): the last block means, most recent first; reused
-    blag: jax.Array  # (LAG, block_lags + 1, D): sum_i b_i b_(i-k), k = 0..; reused
-    nblocks: jax.Array  # () int32
-    seg: jax.Array  # (ring, parts, SEG, D): per chunk, sums over its parts; reused
-    prefix: jax.Array  # (SEG, D): the chunks folded into the first half
-    folded: jax.Array  # () int32: chunks folded into the prefix
-    final: jax.Array  # (2, SEG, D): sums over draws < N//2 and >= N - N//2 (short last chunk)
-    closed: jax.Array  # (7,) int32: chains, draws, split, nmin, nmax, nbmin, bchains
-
-
-def _split_shapes(settings: StreamSettings, d: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The shapes of ``seg`` and ``final``: the parts of the state the chunk size sets
-    (``final`` is one number unless the last chunk is short: XLA does not shard
-    zero-size arrays)."""
-    final = (2, SEG, d) if settings.final_split else (1,)
-    return (settings.ring, settings.parts, SEG, d), final
-
-
-def chunk_state_bytes(num_draws: int, chunk_size: int, elements: int, itemsize: int = 4) -> int:
-    """Bytes of one chain's state that depend on the chunk size: the chunk summaries
-    of the split-half ring (``num_chunks // 2 + 1`` of them, three parts each for an
-    odd chunk) and the final halves (a short last chunk). Smaller chunks hold fewer
-    draws on the device but more of these; the engine weighs the two."""
-    shapes = _split_shapes(StreamSettings(num_draws, min(chunk_size, num_draws)), elements)
-    return sum(math.prod(shape) for shape in shapes) * itemsize
-
-
-# -- the reference ---------------------------------------------------------------------------
-def reference(rows: jax.Array) -> jax.Array:
-    """``(9, D)`` the reference quantiles of pooled pilot rows ``(n, D)``, as
-    ``jnp.quantile`` (linear interpolation) computes them."""
-    n = rows.shape[0]
-    ordered = sort_rows(rows)
-    at = np.asarray(LEVELS) * (n - 1)
-    lo, hi = np.floor(at).astype(int), np.ceil(at).astype(int)
-    frac = jnp.asarray(at - lo, rows.dtype)[:, None]
-    return ordered[lo] * (1 - frac) + ordered[hi] * frac
-
-
-def sort_rows(x: jax.Array) -> jax.Array:
-    """``x`` ``(n, D)`` sorted along its first axis, NaN last (positive NaN; a NaN with
-    its sign bit set comes first), ``-0.0`` before ``0.0``.
-
-    Sorted as integers whose order is the floats' (the sign bit set: the other bits
-    flipped): XLA:CPU sorts 512 x 1,000 float32 in 100 ms (220 ms with the fast
-    compile options) and their integer keys in 20 ms, either way."""
-    bits = jnp.finfo(x.dtype).bits
-    itype = {32: jnp.int32, 64: jnp.int64}[bits]
-    i = jax.lax.bitcast_convert_type(x, itype)
-    flip = jnp.asarray((1 << (bits - 1)) - 1, itype)
-
-    def order(k: jax.Array) -> jax.Array:  # an involution
-        return k ^ ((k >> (bits - 1)) & flip)
-
-    return jax.lax.bitcast_convert_type(order(jnp.sort(order(i), axis=0)), x.dtype)
-
-
-class Hinges(NamedTuple):
-    """``z(v) = base + slope * v + sum_k delta_k * max(v - k_k, 0)`` (per element)."""
-
-    base: jax.Array  # (D,)
-    slope: jax.Array  # (D,)
-    at: jax.Array  # (J, D) the interior knots
-    delta: jax.Array  # (J, D) slope changes there
-
-
-def hinges(knots: jax.Array) -> Hinges:
-    """The piecewise-linear normal scores through ``knots`` ``(9, D)``, extended
-    linearly beyond the outer knots, as hinges (three operations per knot)."""
-    width = knots[1:] - knots[:-1]  # (8, D)
-    rise = jnp.asarray(np.diff(SCORES), knots.dtype)[:, None]
-    tiny = jnp.finfo(knots.dtype).tiny
-    # a zero-width segment (tied knots) has no extent: its slope does not matter
-    slopes = jnp.where(width > tiny, rise / jnp.maximum(width, tiny), 0.0)
-    first = slopes[0]
-    base = SCORES[0] - first * knots[0]
-    return Hinges(base, first, knots[1:-1], slopes[1:] - slopes[:-1])
-
-
-def proxy(v: jax.Array, h: Hinges) -> jax.Array:
-    """The proxy of ``v`` (``(..., D)``) through hinges ``h``."""
-    z = h.base + h.slope * v
-    for k in range(h.at.shape[0]):
-        z = z + h.delta[k] * jnp.maximum(v - h.at[k], 0.0)
-    return z
-
-
-def inverse(z: jax.Array, h: Hinges) -> jax.Array:
-    """``x`` with ``proxy(x, h) = z`` (``z`` ``(D, M)``): the inverse of the
-    piecewise-linear proxy (a flat segment maps to its start)."""
-    tiny = jnp.finfo(z.dtype).tiny
-    at = h.at.T  # (D, J)
-    slopes = jnp.concatenate([h.slope[:, None], h.slope[:, None] + jnp.cumsum(h.delta.T, 1)], 1)
-    z_at = proxy(h.at, h).T  # (D, J): the proxy at each interior knot
-    seg = jax.vmap(lambda za, zz: jnp.searchsorted(za, zz, side="right"))(z_at, z)  # (D, M)
-    x0 = jnp.concatenate([jnp.zeros_like(at[:, :1]), at], axis=1)  # segment starts
-    z0 = jnp.concatenate([jnp.zeros_like(z_at[:, :1]), z_at], axis=1)
-    s = jnp.take_along_axis(slopes, seg, axis=1)
-    xs = jnp.take_along_axis(x0, seg, axis=1)
-    zs = jnp.take_along_axis(z0, seg, axis=1)
-    first = (z - h.base[:, None]) / jnp.where(h.slope > tiny, h.slope, 1.0)[:, None]
-    inner = jnp.where(s > tiny, xs + (z - zs) / jnp.where(s > tiny, s, 1.0), xs)
-    return jnp.where(seg == 0, first, inner)
-
-
-def score(z: jax.Array) -> jax.Array:
-    """The bulk score of proxy values ``z``: ``z`` between the outer reference scores,
-    ``u / (1 + u / ROLL)`` beyond them at a distance ``u`` (at most ``ROLL`` further).
-
-    Rank normalisation bounds a draw's score by the number of draws; the proxy,
-    linear beyond the outer knots, does not, and a heavy tail's few far draws then
-    dominate the lag products. Rolled off, ArviZ's ESS of the score misses its bulk
-    ESS by at most 11% over 4,000 elements of a 20,000-dim Gaussian (linear: 22%),
-    and by at most 11% on ``exp(2 x / sd)`` of the same draws (linear: 81%)
-    (``bench/stats_proxy.py``)."""
-    inner = jnp.clip(z, SCORES[0], SCORES[-1])
-    u = z - inner
-    return inner + u / (1.0 + jnp.abs(u) * (1.0 / ROLL))
-
-
-def unscore(s: jax.Array) -> jax.Array:
-    """The proxy value of bulk score ``s`` (the inverse of :func:`score`; ``+-inf`` at
-    its bounds ``+-BOUND``)."""
-    inner = jnp.clip(s, SCORES[0], SCORES[-1])
-    e = s - inner
-    room = 1.0 - jnp.abs(e) * (1.0 / ROLL)
-    return inner + jnp.where(room > 0, e / jnp.where(room > 0, room, 1.0), jnp.sign(e) * jnp.inf)
-
-
-@functools.lru_cache(maxsize=64)
-def grid(probs: tuple[float, ...], buckets: int, focus: float = FOCUS,
-         half: float = FOCUS_HALF) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """``(at, position)``: the histogram's grid as a piecewise-linear map from bulk
-    score to bucket position (``0`` at ``-BOUND``, ``buckets`` at ``BOUND``), through
-    its breakpoints ``at``.
-
-    The buckets are ``focus`` times narrower within ``half`` of the normal score
-    of each level in ``probs`` (the quantiles and the HDI's ends the
-    summary reads; the bulk score puts them there, up to the pilot's error). A
-    quantile read from the histogram misses the draws' by an error that grows with
-    the width of its bucket: on 20,000 elements of 4 x 1,000 NUTS draws, in units
-    of ArviZ's MCSE, rms 0.117 with 144 equal buckets, 0.081 with 288, 0.070 with
-    this grid (``bench/stats_grid.py``). The fine parts are wide enough for the
-    pilot's error: within 0.5 instead of 0.7 reads rms 0.061, but up to 0.63
-    where a quantile fell outside its part (docs/statistics.md).
-    """
-    centres = sorted(_statistics.NormalDist().inv_cdf(p) for p in probs)
-    fine: list[list[float]] = []
-    for c in centres:
-        lo, hi = max(c - half, -BOUND), min(c + half, BOUND)
-        if hi <= lo:  # beyond the score's range
-            continue
-        if fine and lo <= fine[-1][1]:
-            fine[-1][1] = max(fine[-1][1], hi)
-        else:
-            fine.append([lo, hi])
-    # the cumulative weight at each breakpoint: 1 per unit of score, `focus` in the fine parts
-    at, weight = [-BOUND], [0.0]
-    for lo, hi, density in _segments(fine, focus):
-        if hi > lo:  # a fine part may start or end at a bound
-            at.append(hi)
-            weight.append(weight[-1] + (hi - lo) * density)
-    return np.asarray(at), np.asarray(weight) * (buckets / weight[-1])
-
-
-def _segments(fine: list[list[float]], focus: float) -> list[tuple[float, float, float]]:
-    """``(lo, hi, density)`` of the grid's segments over ``[-BOUND, BOUND]``."""
-    out, start = [], -BOUND
-    for lo, hi in fine:
-        out += [(start, lo, 1.0), (lo, hi, focus)]
-        start = hi
-    return [*out, (start, BOUND, 1.0)]
-
-
-def bucket(s: jax.Array, settings: StreamSettings) -> jax.Array:
-    """The histogram bucket of bulk scores ``s`` on :func:`grid` (finest where the
-    summary reads its quantiles, coarser in the tails, which reach every value)."""
-    at, position = grid(settings.probs, settings.buckets)
-    slopes = [float(v) for v in np.diff(position) / np.diff(at)]
-    b = slopes[0] * (s + BOUND)
-    for k in range(1, len(slopes)):  # a hinge per breakpoint
-        b = b + (slopes[k] - slopes[k - 1]) * jnp.maximum(s - float(at[k]), 0.0)
-    return jnp.clip(jnp.floor(b), 0, settings.buckets - 1).astype(jnp.int32)
-
-
-def bucket_edges(knots: jax.Array, settings: StreamSettings) -> jax.Array:
-    """``(D, buckets + 1)`` edges of the buckets in ``x`` units (the outer edges are
-    infinite: the readout uses the extremes there)."""
-    at, position = grid(settings.probs, settings.buckets)
-    w = jnp.asarray(np.interp(np.arange(settings.buckets + 1), position, at), knots.dtype)
-    z = unscore(w)
-    inner = inverse(jnp.broadcast_to(jnp.clip(z, -1e30, 1e30), (knots.shape[1], z.shape[0])),
-                    hinges(knots))  # fmt: skip
-    return jnp.where(jnp.isinf(z), z, inner)
 
 
 # -- init ---------------------------------------------------------------------------------------
-CLOSED_FIELDS = ("chains", "draws", "split", "nmin", "nmax", "nbmin", "bchains")
 BIG = 2**31 - 1
 
 
@@ -383,15 +134,6 @@ def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
 
 
 # -- one window of rows -----------------------------------------------------------------------
-def _tree(rows: list[jax.Array], op: Any = jnp.add) -> jax.Array:
-    """``rows`` combined by ``op`` as a balanced tree (XLA on CPU runs these elementwise
-    operations far faster than a reduction over a leading axis)."""
-    while len(rows) > 1:
-        pairs = [op(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
-        rows = pairs + ([rows[-1]] if len(rows) % 2 else [])
-    return rows[0]
-
-
 def _materialize(tree: Any) -> Any:
     """``tree`` computed once and kept (XLA would otherwise recompute a cheap elementwise
     producer inside every consumer): the output of a one-trip loop is a buffer."""
@@ -688,8 +430,6 @@ def summary(
     >>> out["ess_bulk"].shape, bool(jnp.all(out["r_hat"] < 1.05))
     ((3,), True)
     """
-    from sluice.stats import streaming_readout
-
     num_draws = _check_count("num_draws", num_draws)
     chunk_size = num_draws if chunk_size is None else _check_count("chunk_size", chunk_size)
     if isinstance(hdi_prob, bool) or not isinstance(hdi_prob, int | float) or not 0 < hdi_prob < 1:
