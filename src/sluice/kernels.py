@@ -7,7 +7,7 @@
 * :func:`from_numpyro`: NumPyro's MCMC kernels (``NUTS``, ``HMC``, ``SA``,
   ``BarkerMH``) on the model's potential, with their own warmup.
 
-Every kernel implements :class:`Kernel` (:mod:`sluice.mcmc.kernel`), so any of
+Every kernel implements :class:`Kernel` (:mod:`sluice.mcmc.protocol`), so any of
 them gets the chunks, sinks, streaming statistics, ``until``, devices,
 processes and exact resume.
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.mcmc.kernel import Kernel, KernelParams, KernelState, Warmup
+from sluice.mcmc.protocol import Kernel, KernelParams, KernelState, Warmup
 from sluice.mcmc.kernels import HMC, NUTS, hmc, nuts
 
 __all__ = [

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sluice.mcmc import chees, mclmc_tuning
-from sluice.mcmc.kernel import Warmup, constant_warmup
+from sluice.mcmc.protocol import Warmup, constant_warmup
 from sluice.mcmc.kernels import window_warmup
 from sluice.mcmc.settings import describe, digest, setting_key
 
@@ -192,7 +192,7 @@ def from_blackjax(
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlackJAXKernel:
-    """A BlackJAX algorithm behind :class:`sluice.mcmc.kernel.Kernel` (see :func:`from_blackjax`).
+    """A BlackJAX algorithm behind :class:`sluice.mcmc.protocol.Kernel` (see :func:`from_blackjax`).
 
     Equal settings compare (and hash) equal: the algorithm by identity, arrays
     by their bytes.
