@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from sluice.interop.kernel_settings import describe, setting_key
 from sluice.mcmc.protocol import Warmup, constant_warmup
-from sluice.mcmc.settings import describe, setting_key
 
 __all__ = ["NumPyroKernel", "NumPyroState", "from_numpyro"]
 
