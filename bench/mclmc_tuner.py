@@ -5,7 +5,7 @@ gradients per step), 4 chains one after another, 1,000 tuning steps and 1,000
 draws per chain, float32:
 
 * ``sluice``: ``sluice.kernels.from_blackjax(blackjax.mclmc)``, the ``"mclmc"``
-  warmup inside the chunk engine (:mod:`sluice.mcmc.mclmc_tuning`);
+  warmup inside the chunk engine (:mod:`sluice.interop.mclmc_tuning`);
 * ``blackjax``: BlackJAX's ``mclmc_find_L_and_step_size`` (diagonal
   preconditioning, its default fractions, ``num_steps=3000`` so that its three
   stages take the same 1,000 steps), then a ``lax.scan`` of 1,000 steps with

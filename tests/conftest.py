@@ -68,10 +68,10 @@ def _fresh_compile_caches():
 SLOW_FILES = (
     "tests/runtime/test_multiprocess.py",
     "tests/stats/test_stats_laws.py",
-    "tests/mcmc/test_external_kernels.py",
+    "tests/interop/test_external_kernels.py",
     "tests/io/test_store.py",
     "tests/interop/test_numpyro_adapter.py",
-    "tests/mcmc/test_external_resume.py",
+    "tests/interop/test_external_resume.py",
     "tests/interop/test_pymc_adapter.py",
     "tests/mcmc/test_kernels.py",
     "tests/stats/test_stats_accuracy.py",

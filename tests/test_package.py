@@ -25,6 +25,7 @@ def test_traced_modules_pull_in_no_io_libraries():
     code = (
         "import sys\n"
         "import sluice.model, sluice.mcmc.kernels, sluice.mcmc.adaptation, sluice.mcmc.chunk, sluice.stats\n"
+        "import sluice.kernels, sluice.interop.blackjax_kernel, sluice.interop.numpyro_kernel\n"
         "print(sorted(m for m in ('tqdm', 'zarr', 'arviz', 'matplotlib') if m in sys.modules))"
     )
     assert run_python(code).strip() == "[]"

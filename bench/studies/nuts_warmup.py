@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import nuts_targets
 
 from sluice.mcmc import adaptation as adapt_mod
-from sluice.mcmc.kernel import KernelParams
 from sluice.mcmc.kernels import nuts
+from sluice.mcmc.protocol import KernelParams
 
 
 def run_chain(fn, x0, key, warmup, draws, schedule, adapt, feed, kernel):

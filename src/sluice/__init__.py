@@ -69,8 +69,8 @@ def __getattr__(name: str):
         from sluice.interop.pymc import from_pymc
 
         return from_pymc
-    if name == "pymc":  # sluice.pymc.sample: pm.sample's drop-in
-        from sluice.interop import pymc
+    if name == "pymc":  # the module sluice.pymc (sample: pm.sample's drop-in), imported once
+        import importlib
 
-        return pymc
+        return importlib.import_module("sluice.pymc")
     raise AttributeError(f"module 'sluice' has no attribute {name!r}")

@@ -7,7 +7,7 @@
 * :func:`from_numpyro`: NumPyro's MCMC kernels (``NUTS``, ``HMC``, ``SA``,
   ``BarkerMH``) on the model's potential, with their own warmup.
 
-Every kernel implements :class:`Kernel` (:mod:`sluice.mcmc.kernel`), so any of
+Every kernel implements :class:`Kernel` (:mod:`sluice.mcmc.protocol`), so any of
 them gets the chunks, sinks, streaming statistics, ``until``, devices,
 processes and exact resume.
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.mcmc.kernel import Kernel, KernelParams, KernelState, Warmup
 from sluice.mcmc.kernels import HMC, NUTS, hmc, nuts
+from sluice.mcmc.protocol import Kernel, KernelParams, KernelState, Warmup
 
 __all__ = [
     "HMC",
@@ -46,23 +46,23 @@ __all__ = [
 
 def from_blackjax(algorithm: Any, warmup: str | None = "auto", **settings: Any) -> Kernel:
     """A BlackJAX sampling algorithm as a kernel; see
-    :func:`sluice.mcmc.blackjax_kernel.from_blackjax` for the settings."""
+    :func:`sluice.interop.blackjax_kernel.from_blackjax` for the settings."""
     try:
         import blackjax  # noqa: F401
     except ImportError as error:
         raise ImportError("from_blackjax needs BlackJAX: pip install 'sluice[blackjax]'") from error
-    from sluice.mcmc.blackjax_kernel import from_blackjax as build
+    from sluice.interop.blackjax_kernel import from_blackjax as build
 
     return build(algorithm, warmup, **settings)
 
 
 def from_numpyro(kernel_class: Any, **kernel_kwargs: Any) -> Kernel:
     """A NumPyro MCMC kernel class as a kernel; see
-    :func:`sluice.mcmc.numpyro_kernel.from_numpyro`."""
+    :func:`sluice.interop.numpyro_kernel.from_numpyro`."""
     try:
         import numpyro  # noqa: F401
     except ImportError as error:
         raise ImportError("from_numpyro needs NumPyro: pip install 'sluice[numpyro]'") from error
-    from sluice.mcmc.numpyro_kernel import from_numpyro as build
+    from sluice.interop.numpyro_kernel import from_numpyro as build
 
     return build(kernel_class, **kernel_kwargs)

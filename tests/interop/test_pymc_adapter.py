@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import doctest
 import functools
+import importlib
 import pathlib
 import re
 
@@ -237,10 +238,11 @@ def test_the_docs_pymc_examples_run_as_written(monkeypatch):
     assert namespace["idata_sluice_pymc"].posterior["theta"].shape == (4, 1000, 8)
 
 
-def test_docstring_examples_run(monkeypatch):
-    import sluice.interop.pymc
-
-    result = doctest.testmod(sluice.interop.pymc, optionflags=doctest.NORMALIZE_WHITESPACE)
+@pytest.mark.parametrize("module", ["sluice.interop.pymc", "sluice.pymc"])
+def test_docstring_examples_run(module, monkeypatch):
+    result = doctest.testmod(
+        importlib.import_module(module), optionflags=doctest.NORMALIZE_WHITESPACE
+    )
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -44,7 +44,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from sluice._jax import compile as programs
+from sluice._version import __version__
 from sluice.model import Model
+from sluice.runtime import sampling
 
 __all__ = ["from_pymc", "sample"]
 
@@ -317,8 +319,6 @@ def sample(
     -------
     arviz.InferenceData
     """
-    import sluice
-
     if not discard_tuned_samples:
         raise ValueError(
             "discard_tuned_samples=False is not supported: sluice keeps no tuning draws"
@@ -353,7 +353,7 @@ def sample(
     pm, _ = _require_pymc()
     model = pm.modelcontext(model)
     adapted = from_pymc(model, log_likelihood=log_likelihood, jitter=init == "jitter+adapt_diag")
-    run = sluice.sample(
+    run = sampling.sample(
         adapted,
         chains=chains,
         warmup=tune,
@@ -366,7 +366,7 @@ def sample(
     idata = run.to_arviz()
     idata.posterior.attrs.update(
         inference_library="sluice",
-        inference_library_version=sluice.__version__,
+        inference_library_version=__version__,
         sampling_time=run.info.warmup_seconds + run.info.sampling_seconds,
         tuning_steps=tune,
     )

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from sluice.mcmc.kernel import Kernel
+from sluice.mcmc.protocol import Kernel
 
 __all__ = ["choose_chain_method", "gradient_bytes", "step_bytes"]
 

@@ -40,7 +40,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from sluice._jax import random
-from sluice.mcmc.kernel import Kernel
+from sluice.mcmc.protocol import Kernel
 from sluice.model import FlatModel
 from sluice.stats.base import Statistic, block_update
 
@@ -500,7 +500,7 @@ def _map_in_place(one: Callable, per_chain: tuple) -> tuple:
 def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.ShapeDtypeStruct]:
     """Shapes of the sample statistics a step of ``kernel`` returns on ``flat_model``.
 
-    The kernel's declaration (:meth:`~sluice.mcmc.kernel.Kernel.stats_shapes`)
+    The kernel's declaration (:meth:`~sluice.mcmc.protocol.Kernel.stats_shapes`)
     when the log-density has the positions' dtype; a traced transition when it
     has another (mixed precision), which costs ~0.1 s for NUTS.
     """

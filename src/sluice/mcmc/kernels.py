@@ -1,4 +1,4 @@
-"""sluice's own kernels, NUTS and static HMC, behind the interface of :mod:`sluice.mcmc.kernel`.
+"""sluice's own kernels, NUTS and static HMC, behind the interface of :mod:`sluice.mcmc.protocol`.
 
 Both are frozen, hashable descriptions (their settings) whose pure methods
 work on one chain's flat vector. The transitions are sluice's own
@@ -24,7 +24,7 @@ import numpy as np
 
 from sluice.mcmc import hamiltonian
 from sluice.mcmc.adaptation import WindowAdaptation, window_adaptation, window_schedule
-from sluice.mcmc.kernel import Kernel, KernelParams, KernelState, Warmup
+from sluice.mcmc.protocol import Kernel, KernelParams, KernelState, Warmup
 
 __all__ = [
     "HMC",

@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from sluice._checks import check_count, check_int
-from sluice.mcmc.kernel import Kernel
 from sluice.mcmc.kernels import get_kernel, kernel_from_config
+from sluice.mcmc.protocol import Kernel
 from sluice.runtime.until import Converged
 
 __all__ = ["CHAIN_METHODS", "RunConfig"]

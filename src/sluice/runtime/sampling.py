@@ -15,8 +15,8 @@ from typing import Any
 import jax
 
 from sluice.io.sinks import resolve_sink
-from sluice.mcmc.kernel import Kernel
 from sluice.mcmc.kernels import get_kernel
+from sluice.mcmc.protocol import Kernel
 from sluice.model import Model
 from sluice.runtime.config import RunConfig
 from sluice.runtime.plan import Plan

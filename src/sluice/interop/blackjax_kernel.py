@@ -19,7 +19,7 @@ exact resume like sluice's own kernels):
   ``mclmc_find_L_and_step_size``, its three stages) one iteration at a time:
   the step size from the energy error's variance per dimension, a diagonal
   preconditioner from the draws' variances, then ``L`` from their
-  autocorrelation (:mod:`sluice.mcmc.mclmc_tuning`).
+  autocorrelation (:mod:`sluice.interop.mclmc_tuning`).
 
 Per-draw sample statistics come from BlackJAX's ``info`` under ArviZ's
 names: ``acceptance_rate``, ``diverging`` (``is_divergent``; MCLMC's
@@ -41,10 +41,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.mcmc import chees, mclmc_tuning
-from sluice.mcmc.kernel import Warmup, constant_warmup
+from sluice.interop import chees, mclmc_tuning
+from sluice.interop.kernel_settings import describe, digest, setting_key
 from sluice.mcmc.kernels import window_warmup
-from sluice.mcmc.settings import describe, digest, setting_key
+from sluice.mcmc.protocol import Warmup, constant_warmup
 
 __all__ = ["BlackJAXKernel", "from_blackjax"]
 
@@ -133,7 +133,7 @@ def from_blackjax(
         )
     if warmup is not None and "step_size" not in accepted:
         raise ValueError(f"warmup={warmup!r} tunes step_size, which {name} does not take")
-    if warmup == "chees":  # ChEES jitters dynamic HMC's trajectories (sluice.mcmc.chees)
+    if warmup == "chees":  # ChEES jitters dynamic HMC's trajectories (sluice.interop.chees)
         if name != "dynamic_hmc":
             raise ValueError(f"warmup='chees' runs blackjax.dynamic_hmc, not blackjax.{name}")
         for fixed in ("inverse_mass_matrix", "integration_steps_params"):
@@ -192,7 +192,7 @@ def from_blackjax(
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class BlackJAXKernel:
-    """A BlackJAX algorithm behind :class:`sluice.mcmc.kernel.Kernel` (see :func:`from_blackjax`).
+    """A BlackJAX algorithm behind :class:`sluice.mcmc.protocol.Kernel` (see :func:`from_blackjax`).
 
     Equal settings compare (and hash) equal: the algorithm by identity, arrays
     by their bytes.

@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.mcmc.kernel import Warmup
+from sluice.mcmc.protocol import Warmup
 
 __all__ = ["ChEESState", "jittered_steps", "next_key", "warmup"]
 

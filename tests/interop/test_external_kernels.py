@@ -134,6 +134,10 @@ def test_the_docs_examples_run(capsys):
     assert "r_hat" in capsys.readouterr().out
     assert namespace["run"].draws["x"].shape == (4, 500, 3)
     assert namespace["many"].info.chains == 64
-    for module in ("sluice.kernels", "sluice.mcmc.blackjax_kernel", "sluice.mcmc.numpyro_kernel"):
+    for module in (
+        "sluice.kernels",
+        "sluice.interop.blackjax_kernel",
+        "sluice.interop.numpyro_kernel",
+    ):
         result = doctest.testmod(importlib.import_module(module))
         assert result.failed == 0 and result.attempted > 0, module

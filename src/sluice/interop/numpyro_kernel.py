@@ -25,8 +25,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from sluice.mcmc.kernel import Warmup, constant_warmup
-from sluice.mcmc.settings import describe, setting_key
+from sluice.interop.kernel_settings import describe, setting_key
+from sluice.mcmc.protocol import Warmup, constant_warmup
 
 __all__ = ["NumPyroKernel", "NumPyroState", "from_numpyro"]
 
@@ -96,7 +96,7 @@ def from_numpyro(kernel_class: Any, **kernel_kwargs: Any) -> NumPyroKernel:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NumPyroKernel:
-    """A NumPyro kernel class behind :class:`sluice.mcmc.kernel.Kernel` (see :func:`from_numpyro`).
+    """A NumPyro kernel class behind :class:`sluice.mcmc.protocol.Kernel` (see :func:`from_numpyro`).
 
     Equal settings compare (and hash) equal: arrays by their bytes, code by identity.
     """

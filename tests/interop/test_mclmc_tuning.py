@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tests.stats.helpers import ar1
 
-from sluice.mcmc import mclmc_tuning
+from sluice.interop import mclmc_tuning
 
 blackjax = pytest.importorskip("blackjax")
 

@@ -1,4 +1,4 @@
-"""MCLMC's tuner one iteration at a time, as a :class:`~sluice.mcmc.kernel.Warmup`.
+"""MCLMC's tuner one iteration at a time, as a :class:`~sluice.mcmc.protocol.Warmup`.
 
 The rule is the three stages of Robnik, De Luca, Silverstein & Seljak (2023)
 as BlackJAX's ``mclmc_find_L_and_step_size`` runs them, rewritten to advance
@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.mcmc.kernel import Warmup
+from sluice.mcmc.protocol import Warmup
 
 __all__ = ["MCLMCTuning", "schedule", "warmup"]
 

@@ -1,0 +1,25 @@
+"""sluice for PyMC users: :func:`sample`, ``pm.sample``'s drop-in, and :func:`from_pymc`.
+
+``from sluice.pymc import sample`` inside ``with model:`` samples a PyMC model as
+``pm.sample`` does and returns ``arviz.InferenceData``; :func:`from_pymc` turns
+the model into a :class:`sluice.Model` for :func:`sluice.sample` and its options.
+The adapter itself is :mod:`sluice.interop.pymc`.
+
+PyMC is imported when one of them is called, not by ``import sluice.pymc``;
+``import sluice`` imports this module only when ``sluice.pymc`` is first read.
+
+Examples
+--------
+>>> import pymc as pm
+>>> from sluice.pymc import sample
+>>> with pm.Model():
+...     mu = pm.Normal("mu", 0.0, 10.0)
+...     y = pm.Normal("y", mu, 1.0, observed=[0.3, -1.2, 0.8, 1.9, 0.1])
+...     idata = sample(100, tune=100, chains=2, random_seed=1, progressbar=False)
+>>> idata.posterior["mu"].shape
+(2, 100)
+"""
+
+from sluice.interop.pymc import from_pymc, sample
+
+__all__ = ["from_pymc", "sample"]
