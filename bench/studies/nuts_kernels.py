@@ -34,9 +34,11 @@ def tuned_params(model: str):
     import sluice
 
     fn, x0 = nuts_targets.make(model)
-    run = sluice.sample(fn, init=x0, chains=1, warmup=1000, draws=20, progress=False, seed=1)
+    run = sluice.sample(fn, init=x0, kernel=sluice.nuts(mass_matrix="diag"), chains=1,
+                        warmup=1000, draws=20, progress=False, seed=1)  # fmt: skip
     eps, imm = run.info.step_size[0], run.info.inverse_mass_matrix[0]
-    x = np.asarray(run.draws["x"][0, -1])
+    (draws,) = run.draws.values()  # one array, named after the log-density's argument
+    x = np.asarray(draws[0, -1])
     np.savez(path, eps=eps, imm=imm, x=x)
     return jnp.asarray(eps), jnp.asarray(imm), jnp.asarray(x)
 
