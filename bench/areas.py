@@ -173,11 +173,10 @@ AREAS: tuple[Area, ...] = (
     Area(
         "mcmc",
         jobs=(
-            Job("mcmc-a", "bench/mcmc.py --models logreg_small --reps 3 --no-chunks", parse_mcmc,
-                "bench/mcmc.py --quick --models logreg_small --no-chunks"),
-            Job("mcmc-bc", "bench/mcmc.py --models logreg_large,gaussian --reps 1 --no-chunks",
-                parse_mcmc,
-                "bench/mcmc.py --quick --models logreg_large --no-chunks --variants sluice/seq"),
+            Job("mcmc-a", "bench/mcmc.py --models logreg_small --reps 3", parse_mcmc,
+                "bench/mcmc.py --quick --models logreg_small"),
+            Job("mcmc-bc", "bench/mcmc.py --models logreg_large,gaussian --reps 1", parse_mcmc,
+                "bench/mcmc.py --quick --models logreg_large --variants sluice/seq"),
         ),
         key=_by("model", "variant"),
         rank=lambda r: (MCMC_MODELS(r["model"]), MCMC_VARIANTS(r["variant"])),
@@ -192,9 +191,9 @@ AREAS: tuple[Area, ...] = (
     Area(
         "kernels",
         jobs=(
-            Job("kernels", "bench/mcmc.py --models logreg_large,gaussian --reps 1 --no-chunks "
+            Job("kernels", "bench/mcmc.py --models logreg_large,gaussian --reps 1 "
                 f"--variants {KERNEL_VARIANTS}", parse_kernels,
-                f"bench/mcmc.py --quick --models logreg_large --no-chunks --variants {KERNEL_VARIANTS}"),
+                f"bench/mcmc.py --quick --models logreg_large --variants {KERNEL_VARIANTS}"),
         ),
         key=_by("model", "variant"),
         rank=lambda r: (MCMC_MODELS(r["model"]), KERNEL_ORDER(r["variant"])),
