@@ -17,6 +17,7 @@ This module imports no JAX: the orchestrating process only reads files.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -594,3 +595,12 @@ def table(name: str, rows: Sequence[Row]) -> str:
     the command, machine, date and raw output)."""
     a = area(name)
     return harness.markdown_table(rows, a.columns, left=a.left)
+
+
+def emit(name: str, rows: Sequence[Row], json_path: str | None, **more: object) -> None:
+    """A job's output: ``rows`` written to ``json_path`` (if given) with the machine and
+    ``more``, then printed as the area's table."""
+    if json_path:
+        data = {"machine": harness.machine_info(), **more, "rows": rows}
+        Path(json_path).write_text(json.dumps(data, indent=1))
+    print(table(name, rows))

@@ -23,7 +23,6 @@ its compile, medians reported, and the ratios to both loops.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -32,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import areas
-import harness
 
 
 def measure(model: str, draws: int, reps: int) -> list[dict]:
@@ -152,9 +150,7 @@ def main() -> None:
     rows = [row for model in args.models for row in measure(model, args.draws, args.reps)]
     print(f"blackjax.nuts, fixed parameters, 1 chain x {args.draws} transitions; "
           f"medians of {args.reps} repetitions.\n")  # fmt: skip
-    print(areas.table("engine-cost", rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "machine": harness.machine_info()}))
+    areas.emit("engine-cost", rows, args.json)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 * :func:`gradient_seconds` — the in-loop cost of one log-density gradient (the floor);
 * :func:`min_ess_bulk`, :func:`max_rhat` — ArviZ diagnostics, the same call for every library;
 * :func:`run_isolated` — run ``script --one ...`` in a fresh process and read back its JSON;
+  :func:`run_each` — that for every repetition, model and variant;
 * :func:`median`, :func:`markdown_table` — summaries.
 
 Only the measuring process imports JAX; the orchestrating process imports
@@ -38,6 +39,7 @@ __all__ = [
     "min_ess_bulk",
     "peak_rss_bytes",
     "rss_bytes",
+    "run_each",
     "run_isolated",
 ]
 
@@ -235,6 +237,21 @@ def run_isolated(script: str, args: Sequence[str], timeout: float | None = None)
             f"--- stderr (tail) ---\n{proc.stderr[-4000:]}"
         )
     return json.loads(lines[-1][len(RESULT_MARKER) :])
+
+
+def run_each(script: str, reps: int, models: Sequence[str], variants: Sequence[str],
+             extra: Callable[[int], Sequence[str]] = lambda rep: ("--seed", str(rep + 1)),
+             timeout: float = 3600) -> list[dict[str, Any]]:  # fmt: skip
+    """:func:`run_isolated` ``script --one MODEL VARIANT *extra(rep)`` for every repetition,
+    model and variant (in reverse order every other repetition), each result echoed to stderr."""
+    records = []
+    for rep in range(reps):
+        for model in models:
+            for variant in variants if rep % 2 == 0 else variants[::-1]:
+                args = ["--one", model, variant, *extra(rep)]
+                records.append(run_isolated(script, args, timeout=timeout))
+                print(json.dumps(records[-1]), file=sys.stderr, flush=True)
+    return records
 
 
 # -- summaries ----------------------------------------------------------------

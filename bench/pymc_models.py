@@ -47,7 +47,6 @@ Commands::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -56,7 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import areas
-from harness import emit_result, machine_info, median, run_isolated
+from harness import emit_result, median, run_each
 
 MODELS = (
     "logistic", "radon", "stochastic_volatility", "eight_schools", "gp",
@@ -279,15 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         emit_result(one(*args.one, args.seed))
         return 0
 
-    records = []
-    for rep in range(args.reps):
-        for model in args.models.split(","):
-            for sampler in args.samplers.split(","):  # rotated order is not needed: fresh processes
-                record = run_isolated(
-                    __file__, ["--one", model, sampler, "--seed", str(rep + 1)], timeout=3600
-                )
-                records.append(record)
-                print(json.dumps(record), file=sys.stderr, flush=True)
+    records = run_each(__file__, args.reps, args.models.split(","), args.samplers.split(","))
     rows = []
     for model in args.models.split(","):
         group = {s: [r for r in records if r["model"] == model and r["sampler"] == s]
@@ -309,11 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio": (wall_rate / best) if best and wall_rate is not None else None,
                 "divergent": median([r["divergent"] for r in rs]),
             })  # fmt: skip
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine_info(), "records": records, "rows": rows})
-        )
-    print(areas.table("pymc-models", rows))
+    areas.emit("pymc-models", rows, args.json, records=records)
     return 0
 
 
