@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from typing import Any
@@ -163,15 +162,7 @@ def derive(records: list[dict[str, Any]]) -> None:
 
 
 # -- orchestration --------------------------------------------------------------
-def _child_args(args: argparse.Namespace) -> list[str]:
-    return [
-        f"--chains={args.chains}",
-        f"--warmup={args.warmup}",
-        f"--draws={args.draws}",
-        f"--seed={args.seed}",
-        f"--max-tree-depth={args.max_tree_depth}",
-        "--rhat" if args.rhat else "--no-rhat",
-    ]
+CHILD_ARGS = ("chains", "warmup", "draws", "seed", "max_tree_depth", "rhat")
 
 
 def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
@@ -190,7 +181,7 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                     flush=True,
                 )
                 t = time.perf_counter()
-                command = ["--one", variant, model, *_child_args(args)]
+                command = ["--one", variant, model, *harness.child_args(args, CHILD_ARGS)]
                 record = harness.run_isolated(__file__, command)
                 if VARIANTS.get(variant, ("",))[0] in PHASES_IN_SYNC_PROCESS:
                     _use_sync_phases(
@@ -335,22 +326,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 # -- command line -----------------------------------------------------------------
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Run from the repository root with sluice importable (e.g. PYTHONPATH=src).",
-    )
-    parser.add_argument("--quick", action="store_true", help=f"smoke-test defaults: {QUICK}")
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.script_parser(__doc__, QUICK, one=("VARIANT", "MODEL"))
     parser.add_argument("--reps", type=int, help="repetitions of every measurement (default 3)")
     parser.add_argument(
         "--models",
-        type=lambda s: s.split(","),
-        help=f"comma-separated models (default {','.join(MODELS)}; --quick: the two regressions)",
+        type=harness.comma_list(lambda m: m in MODELS or m.startswith("gaussian:")),
+        help=f"comma-separated models from {','.join(MODELS)} or gaussian:DIM "
+        "(default all; --quick: the two regressions)",
     )
     parser.add_argument(
         "--variants",
-        type=lambda s: s.split(","),
+        type=harness.comma_list(VARIANTS.__contains__),
         help=f"comma-separated variants from {','.join(VARIANTS)} "
         f"(default {','.join(CORE_VARIANTS)})",
     )
@@ -365,72 +352,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tree-depth", type=int, default=10)
     parser.add_argument(
-        "--json", metavar="PATH", help="also write all records and settings as JSON"
-    )
-    parser.add_argument("--report", metavar="PATH", help="print the report of a saved --json file")
-    parser.add_argument(
         "--sync-phases",
         action="store_true",
         help="internal, with --one: synchronous CPU dispatch, times and counts only",
     )
-    parser.add_argument(
-        "--one",
-        nargs=2,
-        metavar=("VARIANT", "MODEL"),
-        help="internal: one measurement in this process, printed as JSON",
-    )
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for variant in args.variants:
-        if variant not in VARIANTS:
-            parser.error(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    for model in args.models:
-        if model not in MODELS and not model.startswith("gaussian:"):
-            parser.error(
-                f"unknown model {model!r}; choose from {', '.join(MODELS)} or gaussian:DIM"
-            )
-    return args
 
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    if args.one:
+    def one(variant: str, model: str) -> dict[str, Any]:
         from samplers import Settings
 
-        variant, model = args.one
-        settings = Settings(
-            chains=args.chains,
-            warmup=args.warmup,
-            draws=args.draws,
-            seed=args.seed,
-            max_tree_depth=args.max_tree_depth,
-        )
         if args.sync_phases:
             import jax
 
             # Every computation returns when it is done, so no compilation can
             # overlap a run and the compile time taken out of a phase is exact.
             jax.config.update("jax_cpu_enable_async_dispatch", False)
-        harness.emit_result(
-            measure(variant, model, settings, rhat=args.rhat, phases_only=args.sync_phases)
-        )
-        return
-    if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return
-    result = orchestrate(args)
-    if args.json:  # first, so that the measurements survive any reporting error
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    print(report(result))
-    print(
-        f"\n{result['machine']['date']}; {result['elapsed_s']:.0f} s in all; "
-        f"load average at the end {result['machine']['load_average']}",
-        file=sys.stderr,
-    )
+        settings = Settings(chains=args.chains, warmup=args.warmup, draws=args.draws,
+                            seed=args.seed, max_tree_depth=args.max_tree_depth)  # fmt: skip
+        return measure(variant, model, settings, rhat=args.rhat, phases_only=args.sync_phases)
+
+    harness.run_script(args, DEFAULTS, QUICK, one, orchestrate, report)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,11 @@ MODELS = (
     "logistic_well", "radon_nc", "radon_slopes", "linear", "poisson", "hier_logistic",
 )  # fmt: skip
 SAMPLERS = ("sluice", "sluice-diag", "sluice-one-device", "numpyro", "nutpie")
-EXTRA_SAMPLERS = ("sluice-low-rank", "sluice-sequential")  # run only when named in --samplers
+SLUICE_OPTIONS = {  # sluice's samplers, and what each passes to sluice.pymc.sample
+    "sluice": {}, "sluice-diag": {"mass_matrix": "diag"}, "sluice-one-device": {},
+    "sluice-low-rank": {"mass_matrix": "low_rank"},  # these two: only when named in --samplers
+    "sluice-sequential": {"chain_method": "sequential"},
+}  # fmt: skip
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -211,23 +215,14 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in (
-        "sluice",
-        "sluice-diag",
-        "sluice-one-device",
-        "sluice-low-rank",
-        "sluice-sequential",
-    ):
+    if sampler in SLUICE_OPTIONS:
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
 
-        options = {"sluice-low-rank": {"mass_matrix": "low_rank"},
-                   "sluice-diag": {"mass_matrix": "diag"},
-                   "sluice-sequential": {"chain_method": "sequential"}}.get(sampler, {})  # fmt: skip
         with model:
             idata = sluice.pymc.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,
-                                       progressbar=False, **options)  # fmt: skip
+                                       progressbar=False, **SLUICE_OPTIONS[sampler])  # fmt: skip
         sampling = float(idata.posterior.attrs["sampling_time"])
     elif sampler == "numpyro":
         with model:

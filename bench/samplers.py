@@ -50,8 +50,6 @@ from targets import Target
 
 __all__ = ["LIBRARIES", "SamplerRun", "Settings", "run_blackjax", "run_numpyro", "run_sluice"]
 
-CHAIN_METHODS = ("sequential", "vectorized")
-
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
