@@ -10,7 +10,7 @@ XLA's default emitters (``SLUICE_SMALL_RUN_BYTES=0``); *chose* says what it chos
 emitters the chunk program compiled (``classic`` for a run small enough to be
 compile-bound, see ``sluice.runtime.plan._run_traffic``). *trace* is JAX's
 longest trace of the run, *compile* XLA's longest compile: both the chunk
-program's. The variants alternate; rows are medians.
+program's. The variants' order rotates at every repetition; rows are medians.
 
 Commands::
 

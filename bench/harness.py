@@ -250,11 +250,13 @@ def run_each(script: str, reps: int, models: Sequence[str], variants: Sequence[s
              extra: Callable[[int], Sequence[str]] = lambda rep: ("--seed", str(rep + 1)),
              timeout: float = 3600) -> list[dict[str, Any]]:  # fmt: skip
     """:func:`run_isolated` ``script --one MODEL VARIANT *extra(rep)`` for every repetition,
-    model and variant (in reverse order every other repetition), each result echoed to stderr."""
+    model and variant (their order rotated by one at every repetition, so that each variant
+    takes each slot in turn), each result echoed to stderr."""
     records = []
     for rep in range(reps):
+        shift = rep % len(variants)
         for model in models:
-            for variant in variants if rep % 2 == 0 else variants[::-1]:
+            for variant in [*variants[shift:], *variants[:shift]]:
                 args = ["--one", model, variant, *extra(rep)]
                 records.append(run_isolated(script, args, timeout=timeout))
                 print(json.dumps(records[-1]), file=sys.stderr, flush=True)
