@@ -17,6 +17,7 @@ This module imports no JAX: the orchestrating process only reads files.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -173,11 +174,10 @@ AREAS: tuple[Area, ...] = (
     Area(
         "mcmc",
         jobs=(
-            Job("mcmc-a", "bench/mcmc.py --models logreg_small --reps 3 --no-chunks", parse_mcmc,
-                "bench/mcmc.py --quick --models logreg_small --no-chunks"),
-            Job("mcmc-bc", "bench/mcmc.py --models logreg_large,gaussian --reps 1 --no-chunks",
-                parse_mcmc,
-                "bench/mcmc.py --quick --models logreg_large --no-chunks --variants sluice/seq"),
+            Job("mcmc-a", "bench/mcmc.py --models logreg_small --reps 3", parse_mcmc,
+                "bench/mcmc.py --quick --models logreg_small"),
+            Job("mcmc-bc", "bench/mcmc.py --models logreg_large,gaussian --reps 1", parse_mcmc,
+                "bench/mcmc.py --quick --models logreg_large --variants sluice/seq"),
         ),
         key=_by("model", "variant"),
         rank=lambda r: (MCMC_MODELS(r["model"]), MCMC_VARIANTS(r["variant"])),
@@ -192,9 +192,9 @@ AREAS: tuple[Area, ...] = (
     Area(
         "kernels",
         jobs=(
-            Job("kernels", "bench/mcmc.py --models logreg_large,gaussian --reps 1 --no-chunks "
+            Job("kernels", "bench/mcmc.py --models logreg_large,gaussian --reps 1 "
                 f"--variants {KERNEL_VARIANTS}", parse_kernels,
-                f"bench/mcmc.py --quick --models logreg_large --no-chunks --variants {KERNEL_VARIANTS}"),
+                f"bench/mcmc.py --quick --models logreg_large --variants {KERNEL_VARIANTS}"),
         ),
         key=_by("model", "variant"),
         rank=lambda r: (MCMC_MODELS(r["model"]), KERNEL_ORDER(r["variant"])),
@@ -595,3 +595,12 @@ def table(name: str, rows: Sequence[Row]) -> str:
     the command, machine, date and raw output)."""
     a = area(name)
     return harness.markdown_table(rows, a.columns, left=a.left)
+
+
+def emit(name: str, rows: Sequence[Row], json_path: str | None, **more: object) -> None:
+    """A job's output: ``rows`` written to ``json_path`` (if given) with the machine and
+    ``more``, then printed as the area's table."""
+    if json_path:
+        data = {"machine": harness.machine_info(), **more, "rows": rows}
+        Path(json_path).write_text(json.dumps(data, indent=1))
+    print(table(name, rows))

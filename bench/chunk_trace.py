@@ -10,7 +10,7 @@ XLA's default emitters (``SLUICE_SMALL_RUN_BYTES=0``); *chose* says what it chos
 emitters the chunk program compiled (``classic`` for a run small enough to be
 compile-bound, see ``sluice.runtime.plan._run_traffic``). *trace* is JAX's
 longest trace of the run, *compile* XLA's longest compile: both the chunk
-program's. The variants alternate; rows are medians.
+program's. The variants' order rotates at every repetition; rows are medians.
 
 Commands::
 
@@ -21,7 +21,6 @@ Commands::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import areas
-from harness import emit_result, machine_info, median, run_isolated
+from harness import emit_result, median, run_each
 
 # "sequential/default-emitters": sequential chains with XLA's default emitters, which a
 # run this short would not take (SLUICE_SMALL_RUN_BYTES=0): the classic emitters' gain
@@ -105,13 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
         emit_result(one(*args.one))
         return 0
-    records = []
-    for rep in range(args.reps):
-        for model in args.models.split(","):
-            for method in METHODS if rep % 2 == 0 else METHODS[::-1]:
-                record = run_isolated(__file__, ["--one", model, method], timeout=1800)
-                records.append(record)
-                print(json.dumps(record), file=sys.stderr, flush=True)
+    records = run_each(__file__, args.reps, args.models.split(","), METHODS, lambda rep: ())
     rows = []
     for model in args.models.split(","):
         for method in METHODS:
@@ -120,11 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                          "chose": rs[0]["chose"],
                          **{k: median([r[k] for r in rs])
                             for k in ("trace_s", "compile_s", "sampling_s", "wall_s")}})  # fmt: skip
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine_info(), "records": records, "rows": rows})
-        )
-    print(areas.table("chunk-trace", rows))
+    areas.emit("chunk-trace", rows, args.json, records=records)
     return 0
 
 

@@ -26,7 +26,6 @@ Commands::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import threading
@@ -36,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import areas
-from harness import emit_result, machine_info, median, run_isolated
+from harness import emit_result, median, run_each
 
 MODELS = ("eight_schools", "radon", "logistic")
 VARIANTS = ("fast", "xla-defaults")
@@ -91,15 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         emit_result(one(*args.one, args.seed))
         return 0
 
-    records = []
-    for rep in range(args.reps):
-        for model in args.models.split(","):
-            for variant in VARIANTS if rep % 2 == 0 else VARIANTS[::-1]:
-                record = run_isolated(
-                    __file__, ["--one", model, variant, "--seed", str(rep + 1)], timeout=1800
-                )
-                records.append(record)
-                print(json.dumps(record), file=sys.stderr, flush=True)
+    records = run_each(__file__, args.reps, args.models.split(","), VARIANTS)
     rows = []
     for model in args.models.split(","):
         group = {v: [r for r in records if r["model"] == model and r["variant"] == v]
@@ -115,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 "wall_s": wall,
                 "wall_vs_xla_defaults": wall / base if base else None,
             })  # fmt: skip
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine_info(), "records": records, "rows": rows})
-        )
-    print(areas.table("compile-init", rows))
+    areas.emit("compile-init", rows, args.json, records=records)
     return 0
 
 

@@ -1,7 +1,7 @@
 """What sluice's chunk engine costs around a BlackJAX kernel: time per gradient, same parameters.
 
-``blackjax.nuts`` with one fixed step size and inverse mass matrix (from a
-short sluice warmup of the model), one chain started at the same point,
+``blackjax.nuts`` with one fixed step size and diagonal inverse mass matrix
+(from a short sluice warmup of the model), one chain started at the same point,
 ``--draws`` transitions: BlackJAX's own loop (``jax.lax.scan`` of
 ``nuts.step``, the positions stacked as its output) against the same kernel
 in sluice's engine (``sluice.kernels.from_blackjax(blackjax.nuts,
@@ -23,7 +23,6 @@ its compile, medians reported, and the ratios to both loops.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -32,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import areas
-import harness
 
 
 def measure(model: str, draws: int, reps: int) -> list[dict]:
@@ -52,14 +50,16 @@ def measure(model: str, draws: int, reps: int) -> list[dict]:
     def logdensity(x):
         return target.logdensity_fn(unravel(x))
 
-    tuned = sluice.sample(logdensity, init=flat, chains=1, warmup=300, draws=1, progress=False)
+    diag = sluice.nuts(mass_matrix="diag")  # an array BlackJAX's NUTS takes
+    tuned = sluice.sample(logdensity, init=flat, kernel=diag, chains=1, warmup=300, draws=1,
+                          progress=False)  # fmt: skip
     x0 = jnp.asarray(tuned.draws["x"][0, -1])
     step_size = float(tuned.info.step_size[0])
     imm = np.asarray(tuned.info.inverse_mass_matrix[0])
-    nuts = blackjax.nuts(logdensity, step_size=step_size, inverse_mass_matrix=jnp.asarray(imm))
 
-    @jax.jit
-    def loop(key, x):
+    def scan(logdensity_fn, key, x):  # BlackJAX's loop, as its users write it
+        nuts = blackjax.nuts(logdensity_fn, step_size=step_size, inverse_mass_matrix=imm)
+
         def body(state, k):
             state, info = nuts.step(k, state)
             return state, (state.position, info.num_integration_steps)
@@ -67,34 +67,19 @@ def measure(model: str, draws: int, reps: int) -> list[dict]:
         _, (xs, steps) = jax.lax.scan(body, nuts.init(x), jax.random.split(key, draws))
         return xs, jnp.sum(steps)
 
+    loop = jax.jit(lambda key, x: scan(logdensity, key, x))
     # the same loop with the model's arrays as the program's arguments, as sluice passes
     # them (so that new data of the same shapes reuses the program), not as constants
     converted, consts, _ = closure_convert(logdensity, x0)
+    loop_args = jax.jit(lambda key, x, consts: scan(lambda z: converted(consts, z), key, x))
 
-    @jax.jit
-    def loop_args(key, x, consts):
-        kernel = blackjax.nuts(
-            lambda z: converted(consts, z),
-            step_size=step_size,
-            inverse_mass_matrix=jnp.asarray(imm),
-        )
+    def blackjax_loop(fn, *args) -> callable:
+        def run(rep: int) -> tuple[float, int]:
+            t0 = time.perf_counter()
+            _xs, steps = jax.block_until_ready(fn(jax.random.PRNGKey(rep), x0, *args))
+            return time.perf_counter() - t0, int(steps)
 
-        def body(state, k):
-            state, info = kernel.step(k, state)
-            return state, (state.position, info.num_integration_steps)
-
-        _, (xs, steps) = jax.lax.scan(body, kernel.init(x), jax.random.split(key, draws))
-        return xs, jnp.sum(steps)
-
-    def blackjax_loop(rep: int) -> tuple[float, int]:
-        t0 = time.perf_counter()
-        _xs, steps = jax.block_until_ready(loop(jax.random.PRNGKey(rep), x0))
-        return time.perf_counter() - t0, int(steps)
-
-    def blackjax_loop_args(rep: int) -> tuple[float, int]:
-        t0 = time.perf_counter()
-        _xs, steps = jax.block_until_ready(loop_args(jax.random.PRNGKey(rep), x0, consts))
-        return time.perf_counter() - t0, int(steps)
+        return run
 
     kernel = sluice.kernels.from_blackjax(
         blackjax.nuts, warmup=None, step_size=step_size, inverse_mass_matrix=imm
@@ -110,8 +95,8 @@ def measure(model: str, draws: int, reps: int) -> list[dict]:
         return run
 
     variants = {
-        "blackjax loop": blackjax_loop,
-        "blackjax loop, data as arguments": blackjax_loop_args,
+        "blackjax loop": blackjax_loop(loop),
+        "blackjax loop, data as arguments": blackjax_loop(loop_args, consts),
         "sluice engine, 1 chunk": in_sluice(draws),
         "sluice engine, 10 chunks": in_sluice(draws // 10),
     }
@@ -150,9 +135,7 @@ def main() -> None:
     rows = [row for model in args.models for row in measure(model, args.draws, args.reps)]
     print(f"blackjax.nuts, fixed parameters, 1 chain x {args.draws} transitions; "
           f"medians of {args.reps} repetitions.\n")  # fmt: skip
-    print(areas.table("engine-cost", rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "machine": harness.machine_info()}))
+    areas.emit("engine-cost", rows, args.json)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ EOF
 
 # 1. Many chains in lock step (vmap) on one accelerator: the GPU use case.
 #    1024 chains x (500 warmup + 500 draws); ESS/s and memory, one rep each.
-python bench/mcmc.py --chains 1024 --warmup 500 --draws 500 --reps 1 --no-chunks \
+python bench/mcmc.py --chains 1024 --warmup 500 --draws 500 --reps 1 \
     --models logreg_small,logreg_large,gaussian \
     --variants sluice/vec,numpyro/vec,blackjax/vec \
     --json "$OUT/mcmc-1024-chains.json" 2>&1 | tee "$OUT/mcmc-1024-chains.txt"

@@ -5,6 +5,9 @@
 * :func:`gradient_seconds` — the in-loop cost of one log-density gradient (the floor);
 * :func:`min_ess_bulk`, :func:`max_rhat` — ArviZ diagnostics, the same call for every library;
 * :func:`run_isolated` — run ``script --one ...`` in a fresh process and read back its JSON;
+  :func:`run_each` — that for every repetition, model and variant;
+* :func:`script_parser`, :func:`child_args`, :func:`run_script` — the command line of a script
+  that measures in fresh processes of itself, saves its records and reports them;
 * :func:`median`, :func:`markdown_table` — summaries.
 
 Only the measuring process imports JAX; the orchestrating process imports
@@ -13,6 +16,7 @@ this module without importing JAX (the heavy imports are inside functions).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import math
@@ -29,6 +33,8 @@ from typing import Any
 __all__ = [
     "RESULT_MARKER",
     "CompileClock",
+    "child_args",
+    "comma_list",
     "emit_result",
     "gradient_seconds",
     "machine_info",
@@ -38,7 +44,10 @@ __all__ = [
     "min_ess_bulk",
     "peak_rss_bytes",
     "rss_bytes",
+    "run_each",
     "run_isolated",
+    "run_script",
+    "script_parser",
 ]
 
 RESULT_MARKER = "@@bench-result "  # prefix of the one stdout line a measuring process returns
@@ -235,6 +244,91 @@ def run_isolated(script: str, args: Sequence[str], timeout: float | None = None)
             f"--- stderr (tail) ---\n{proc.stderr[-4000:]}"
         )
     return json.loads(lines[-1][len(RESULT_MARKER) :])
+
+
+def run_each(script: str, reps: int, models: Sequence[str], variants: Sequence[str],
+             extra: Callable[[int], Sequence[str]] = lambda rep: ("--seed", str(rep + 1)),
+             timeout: float = 3600) -> list[dict[str, Any]]:  # fmt: skip
+    """:func:`run_isolated` ``script --one MODEL VARIANT *extra(rep)`` for every repetition,
+    model and variant (their order rotated by one at every repetition, so that each variant
+    takes each slot in turn), each result echoed to stderr."""
+    records = []
+    for rep in range(reps):
+        shift = rep % len(variants)
+        for model in models:
+            for variant in [*variants[shift:], *variants[:shift]]:
+                args = ["--one", model, variant, *extra(rep)]
+                records.append(run_isolated(script, args, timeout=timeout))
+                print(json.dumps(records[-1]), file=sys.stderr, flush=True)
+    return records
+
+
+def script_parser(doc: str, quick: dict[str, Any], one: tuple[str, str]) -> argparse.ArgumentParser:
+    """``--quick`` (the settings ``quick``, see :func:`run_script`), ``--json PATH``,
+    ``--report PATH`` and the internal ``--one`` (two arguments, named ``one``)."""
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run from the repository root with sluice importable (e.g. PYTHONPATH=src).",
+    )
+    parser.add_argument("--quick", action="store_true", help=f"smoke-test defaults: {quick}")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write all records and settings as JSON"
+    )
+    parser.add_argument("--report", metavar="PATH", help="print the report of a saved --json file")
+    parser.add_argument("--one", nargs=2, metavar=one,
+                        help="internal: one measurement in this process, printed as JSON")  # fmt: skip
+    return parser
+
+
+def comma_list(valid: Callable[[str], bool] = lambda _: True) -> Callable[[str], list[str]]:
+    """An argparse ``type``: comma-separated names, each ``valid``."""
+
+    def parse(text: str) -> list[str]:
+        names = [n for n in text.split(",") if n]
+        if bad := [n for n in names if not valid(n)]:
+            raise argparse.ArgumentTypeError(f"unknown: {', '.join(bad)}")
+        return names
+
+    return parse
+
+
+def child_args(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """``args``' values of ``names`` as a child process takes them (None left out)."""
+    flags = []
+    for name in names:
+        value, flag = getattr(args, name), name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(f"--{flag}" if value else f"--no-{flag}")
+        elif value is not None:
+            flags.append(f"--{flag}={value}")
+    return flags
+
+
+def run_script(args: argparse.Namespace, defaults: dict[str, Any], quick: dict[str, Any],
+               one: Callable[[str, str], dict[str, Any]],
+               orchestrate: Callable[[argparse.Namespace], dict[str, Any]],
+               report: Callable[[dict[str, Any]], str]) -> None:  # fmt: skip
+    """``--one A B``: emit ``one(A, B)``; ``--report PATH``: print the report of that file;
+    else ``orchestrate``, save its result (``--json``, first: the measurements survive any
+    reporting error) and print its report. Settings not given take ``quick``'s values
+    (``--quick``) or ``defaults``'."""
+    for name, value in (quick if args.quick else defaults).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.one:
+        return emit_result(one(*args.one))
+    if args.report:
+        with open(args.report) as f:
+            return print(report(json.load(f)))
+    result = orchestrate(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    print(report(result))
+    machine = result["machine"]
+    print(f"\n{machine['date']}; {result['elapsed_s']:.0f} s in all; "
+          f"load average at the end {machine['load_average']}", file=sys.stderr)  # fmt: skip
 
 
 # -- summaries ----------------------------------------------------------------

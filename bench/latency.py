@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -93,24 +92,16 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS))
-    parser.add_argument("--one", nargs=2, metavar=("VARIANT", "MODEL"))
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "VARIANT"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     if args.one:
-        harness.emit_result(one(args.one[0], args.one[1], args.warmup, args.draws))
+        harness.emit_result(one(args.one[1], args.one[0], args.warmup, args.draws))
         return
 
     script = str(Path(__file__).resolve())
-    results: list[dict] = []
-    for rep in range(args.reps):
-        order = (
-            args.variants[rep % len(args.variants) :] + args.variants[: rep % len(args.variants)]
-        )
-        for variant in order:
-            extra = ["--warmup", str(args.warmup), "--draws", str(args.draws)]
-            result = harness.run_isolated(script, ["--one", variant, args.model, *extra])
-            print(json.dumps(result), file=sys.stderr, flush=True)
-            results.append(result)
+    sizes = ("--warmup", str(args.warmup), "--draws", str(args.draws))
+    results = harness.run_each(script, args.reps, [args.model], args.variants, lambda _: sizes)
     rows = []
     for variant in args.variants:
         mine = [r for r in results if r["variant"] == variant]

@@ -21,7 +21,6 @@ as superchains) from sluice's streamed summary.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -107,11 +106,7 @@ def main() -> None:
         f"Gaussian, dim {args.dim}, scales 0.1 to 10; {args.chains} chains x ({args.warmup} "
         f"warmup + {args.draws} draws), vectorized, a fresh process per row.\n"
     )
-    print(areas.table("many-chains", rows))
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"rows": rows, "settings": vars(args), "machine": harness.machine_info()})
-        )
+    areas.emit("many-chains", rows, args.json, settings=vars(args))
 
 
 if __name__ == "__main__":

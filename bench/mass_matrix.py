@@ -25,7 +25,6 @@ Commands::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import areas
-from harness import emit_result, machine_info, run_isolated
+from harness import emit_result, run_isolated
 
 POSTERIORS = ("correlated", "independent", "collinear_logistic")
 METRICS = ("diag", "dense", "low_rank")
@@ -126,9 +125,7 @@ def main() -> None:
         for mm in args.mass_matrix.split(","):
             for cutoff in cutoffs if mm == "low_rank" else ["-"]:
                 rows.append(run_isolated(__file__, ["--one", posterior, mm, cutoff]))
-    print(areas.table("mass-matrix", rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine_info(), "rows": rows}, indent=1))
+    areas.emit("mass-matrix", rows, args.json)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ about 15% between seeds.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import areas
-import harness
 
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
@@ -119,9 +117,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     rows = [row for model in args.models for seed in args.seeds for row in measure(model, seed)]
-    print(areas.table("mclmc-tuner", rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "machine": harness.machine_info()}))
+    areas.emit("mclmc-tuner", rows, args.json)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ each measurement in a fresh Python process (so that peak RSS and compile
 caches belong to one library only), rotating the order of the variants from
 one repetition to the next. It prints medians per variant and the medians of
 the per-repetition ratios sluice/NumPyro and sluice/BlackJAX (same chain
-method), and, for sluice, the cost of sampling in 10 chunks instead of 1.
+method).
 
     PYTHONPATH=src python bench/mcmc.py --quick            # smoke run, a few minutes
     PYTHONPATH=src python bench/mcmc.py --reps 3 --json bench-mcmc.json
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import time
 from typing import Any
@@ -57,14 +56,12 @@ VARIANTS: dict[str, tuple[str, str]] = {  # name: (library, chain method)
 }
 # the variants a run measures unless told (--variants)
 CORE_VARIANTS = [v for v in VARIANTS if "+" not in v]
-CHUNKS = "sluice/chunks"  # sluice sampled with 1 chunk and with 10 chunks, alternately
 MODELS = ("logreg_small", "logreg_large", "gaussian")
 DEFAULTS = {
     "models": list(MODELS),
     "reps": 3,
     "warmup": 1000,
     "draws": 1000,
-    "chunk_pairs": 3,
     "variants": CORE_VARIANTS,
     "rhat": True,
 }
@@ -73,7 +70,6 @@ QUICK = {
     "reps": 1,
     "warmup": 100,
     "draws": 100,
-    "chunk_pairs": 1,
     "variants": [v for v in CORE_VARIANTS if v.endswith("/seq")],
     "rhat": False,
 }
@@ -149,13 +145,10 @@ def derive(records: list[dict[str, Any]]) -> None:
     comparison between libraries.
     """
     for r in records:
-        if r["variant"] == CHUNKS:
-            continue
         floors = [
             q["floor_us"]
             for q in records
-            if q["variant"] != CHUNKS
-            and (q["model"], q["chain_method"]) == (r["model"], r["chain_method"])
+            if (q["model"], q["chain_method"]) == (r["model"], r["chain_method"])
         ]
         floor = harness.median(floors) * 1e-6
         num_draws = r["settings"]["chains"] * r["settings"]["draws"]
@@ -168,60 +161,12 @@ def derive(records: list[dict[str, Any]]) -> None:
         r["ess_per_s_total"] = r["min_ess_bulk"] / r["wall_s"]
 
 
-def measure_chunks(model: str, settings: Any, pairs: int) -> dict[str, Any]:
-    """sluice with ``chunk_size=draws`` and ``draws // 10``, alternately, in one process.
-
-    The draws do not depend on the chunk size (sluice's key contract), so both
-    runs do exactly the same sampling work; the ratio of their sampling times
-    is the cost of the nine extra chunk boundaries. The first pair also
-    compiles both programs (in warmup, not in sampling).
-    """
-    import numpy as np
-    from samplers import run_sluice
-    from targets import make_target
-
-    clock = harness.CompileClock()
-    target = make_target(model)
-    sizes = {"1": settings.draws, "10": max(1, settings.draws // 10)}
-    sampling: dict[str, list[float]] = {"1": [], "10": []}
-    grads: dict[str, list[int]] = {"1": [], "10": []}
-    first_draws: dict[str, dict] = {}
-    for pair in range(pairs):
-        for label in ("1", "10") if pair % 2 == 0 else ("10", "1"):
-            run = run_sluice(target, dataclasses.replace(settings, chunk_size=sizes[label]), clock)
-            sampling[label].append(run.sampling_seconds)
-            grads[label].append(run.num_gradients)
-            first_draws.setdefault(label, run.draws)
-    same_draws = all(
-        np.array_equal(first_draws["1"][name], first_draws["10"][name]) for name in first_draws["1"]
-    )
-    return {
-        "variant": CHUNKS,
-        "model": model,
-        "settings": dataclasses.asdict(settings),
-        "chunk_sizes": sizes,
-        "sampling_s_1_chunk": sampling["1"],
-        "sampling_s_10_chunks": sampling["10"],
-        "grads_sampling": grads,
-        "same_draws": bool(same_draws),
-    }
-
-
 # -- orchestration --------------------------------------------------------------
-def _child_args(args: argparse.Namespace) -> list[str]:
-    return [
-        f"--chains={args.chains}",
-        f"--warmup={args.warmup}",
-        f"--draws={args.draws}",
-        f"--seed={args.seed}",
-        f"--max-tree-depth={args.max_tree_depth}",
-        f"--chunk-pairs={args.chunk_pairs}",
-        "--rhat" if args.rhat else "--no-rhat",
-    ]
+CHILD_ARGS = ("chains", "warmup", "draws", "seed", "max_tree_depth", "rhat")
 
 
 def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
-    variants = list(args.variants) + ([CHUNKS] if args.chunks else [])
+    variants = args.variants
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     for rep in range(args.reps):
@@ -236,7 +181,7 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
                     flush=True,
                 )
                 t = time.perf_counter()
-                command = ["--one", variant, model, *_child_args(args)]
+                command = ["--one", variant, model, *harness.child_args(args, CHILD_ARGS)]
                 record = harness.run_isolated(__file__, command)
                 if VARIANTS.get(variant, ("",))[0] in PHASES_IN_SYNC_PROCESS:
                     _use_sync_phases(
@@ -314,17 +259,15 @@ def _medians(records: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
-    """Markdown tables: per-model medians, paired ratios, and the chunk cost."""
-    records = result["records"]
+    """Markdown tables: per-model medians and paired ratios."""
+    records = [r for r in result["records"] if r["variant"] in VARIANTS]  # older files: more
     derive(records)
     models = list(dict.fromkeys(r["model"] for r in records))
     reps = len({r["rep"] for r in records})
     lines = [f"Medians over {reps} repetition(s); each measurement in a fresh process.", ""]
     keys = [k for k, _, _ in TIME_COLUMNS + QUALITY_COLUMNS if k != "variant"]
     for model in models:
-        mine = [r for r in records if r["model"] == model and r["variant"] != CHUNKS]
-        if not mine:
-            continue
+        mine = [r for r in records if r["model"] == model]
         s = mine[0]["settings"]
         lines += [
             f"### {model} (dim {mine[0]['dim']}; {s['chains']} chains, {s['warmup']} warmup + "
@@ -343,49 +286,7 @@ def report(result: dict[str, Any]) -> str:
                 (name, name, ".2f") for name in ratio_rows[0] if name != "metric"
             ]
             lines += [markdown(ratio_rows, columns), ""]
-    chunk_rows = _chunk_rows(records)
-    if chunk_rows:
-        lines += [
-            "### sluice: cost of 10 chunks over 1 (sampling time, same process, alternated)",
-            "",
-            markdown(
-                chunk_rows,
-                [
-                    ("model", "model", ""),
-                    ("runs", "runs each", "d"),
-                    ("one_min", "1 chunk s (min)", ".3f"),
-                    ("ten_min", "10 chunks s (min)", ".3f"),
-                    ("cost_min", "extra % (min)", "+.1f"),
-                    ("cost_median", "extra % (median)", "+.1f"),
-                    ("per_chunk", "ms per extra chunk (min)", "+.2f"),
-                    ("same", "identical draws", ""),
-                ],
-            ),
-            "",
-        ]
     return "\n".join(lines)
-
-
-def _chunk_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model, all chunk runs pooled: the minimum (least disturbed) and the median."""
-    rows = []
-    for model in dict.fromkeys(r["model"] for r in records if r["variant"] == CHUNKS):
-        mine = [r for r in records if r["variant"] == CHUNKS and r["model"] == model]
-        one = [t for r in mine for t in r["sampling_s_1_chunk"]]
-        ten = [t for r in mine for t in r["sampling_s_10_chunks"]]
-        rows.append(
-            {
-                "model": model,
-                "runs": len(one),
-                "one_min": min(one),
-                "ten_min": min(ten),
-                "cost_min": 100 * (min(ten) / min(one) - 1),
-                "cost_median": 100 * (harness.median(ten) / harness.median(one) - 1),
-                "per_chunk": 1e3 * (min(ten) - min(one)) / 9,
-                "same": "yes" if all(r["same_draws"] for r in mine) else "NO",
-            }
-        )
-    return rows
 
 
 def markdown(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
@@ -425,22 +326,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 # -- command line -----------------------------------------------------------------
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Run from the repository root with sluice importable (e.g. PYTHONPATH=src).",
-    )
-    parser.add_argument("--quick", action="store_true", help=f"smoke-test defaults: {QUICK}")
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.script_parser(__doc__, QUICK, one=("VARIANT", "MODEL"))
     parser.add_argument("--reps", type=int, help="repetitions of every measurement (default 3)")
     parser.add_argument(
         "--models",
-        type=lambda s: s.split(","),
-        help=f"comma-separated models (default {','.join(MODELS)}; --quick: the two regressions)",
+        type=harness.comma_list(lambda m: m in MODELS or m.startswith("gaussian:")),
+        help=f"comma-separated models from {','.join(MODELS)} or gaussian:DIM "
+        "(default all; --quick: the two regressions)",
     )
     parser.add_argument(
         "--variants",
-        type=lambda s: s.split(","),
+        type=harness.comma_list(VARIANTS.__contains__),
         help=f"comma-separated variants from {','.join(VARIANTS)} "
         f"(default {','.join(CORE_VARIANTS)})",
     )
@@ -449,92 +346,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         help="compute the max R-hat as a sanity check (default on; off with --quick)",
     )
-    parser.add_argument(
-        "--no-chunks",
-        dest="chunks",
-        action="store_false",
-        help="skip the sluice 1-vs-10-chunks measurement",
-    )
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--warmup", type=int, help="warmup iterations per chain (default 1000)")
     parser.add_argument("--draws", type=int, help="draws per chain (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tree-depth", type=int, default=10)
     parser.add_argument(
-        "--chunk-pairs",
-        type=int,
-        help="(1 chunk, 10 chunks) pairs per chunk measurement (default 3)",
-    )
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write all records and settings as JSON"
-    )
-    parser.add_argument("--report", metavar="PATH", help="print the report of a saved --json file")
-    parser.add_argument(
         "--sync-phases",
         action="store_true",
         help="internal, with --one: synchronous CPU dispatch, times and counts only",
     )
-    parser.add_argument(
-        "--one",
-        nargs=2,
-        metavar=("VARIANT", "MODEL"),
-        help="internal: one measurement in this process, printed as JSON",
-    )
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for variant in args.variants:
-        if variant not in VARIANTS:
-            parser.error(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    for model in args.models:
-        if model not in MODELS and not model.startswith("gaussian:"):
-            parser.error(
-                f"unknown model {model!r}; choose from {', '.join(MODELS)} or gaussian:DIM"
-            )
-    return args
 
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    if args.one:
+    def one(variant: str, model: str) -> dict[str, Any]:
         from samplers import Settings
 
-        variant, model = args.one
-        settings = Settings(
-            chains=args.chains,
-            warmup=args.warmup,
-            draws=args.draws,
-            seed=args.seed,
-            max_tree_depth=args.max_tree_depth,
-        )
-        if variant == CHUNKS:
-            harness.emit_result(measure_chunks(model, settings, args.chunk_pairs))
-        else:
-            if args.sync_phases:
-                import jax
+        if args.sync_phases:
+            import jax
 
-                # Every computation returns when it is done, so no compilation can
-                # overlap a run and the compile time taken out of a phase is exact.
-                jax.config.update("jax_cpu_enable_async_dispatch", False)
-            harness.emit_result(
-                measure(variant, model, settings, rhat=args.rhat, phases_only=args.sync_phases)
-            )
-        return
-    if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return
-    result = orchestrate(args)
-    if args.json:  # first, so that the measurements survive any reporting error
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    print(report(result))
-    print(
-        f"\n{result['machine']['date']}; {result['elapsed_s']:.0f} s in all; "
-        f"load average at the end {result['machine']['load_average']}",
-        file=sys.stderr,
-    )
+            # Every computation returns when it is done, so no compilation can
+            # overlap a run and the compile time taken out of a phase is exact.
+            jax.config.update("jax_cpu_enable_async_dispatch", False)
+        settings = Settings(chains=args.chains, warmup=args.warmup, draws=args.draws,
+                            seed=args.seed, max_tree_depth=args.max_tree_depth)  # fmt: skip
+        return measure(variant, model, settings, rhat=args.rhat, phases_only=args.sync_phases)
+
+    harness.run_script(args, DEFAULTS, QUICK, one, orchestrate, report)
 
 
 if __name__ == "__main__":

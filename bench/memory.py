@@ -31,7 +31,6 @@ the machine has not got about three times its draw bytes free.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
@@ -132,7 +131,9 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
             continue
         print(label, end=" ", file=sys.stderr, flush=True)
         t = time.perf_counter()
-        record = harness.run_isolated(__file__, ["--one", line, str(draws), *_child_args(args)])
+        child = harness.child_args(args, ("dim", "chains", "warmup", "max_tree_depth", "seed",
+                                          "chunk_size"))  # fmt: skip
+        record = harness.run_isolated(__file__, ["--one", line, str(draws), *child])
         records.append(record)
         print(
             f"{time.perf_counter() - t:6.1f}s  peak {record['peak_rss_bytes'] / 2**20:7.0f} MB",
@@ -151,17 +152,6 @@ def orchestrate(args: argparse.Namespace) -> dict[str, Any]:
         "records": records,
         "skipped": skipped,
     }
-
-
-def _child_args(args: argparse.Namespace) -> list[str]:
-    return [
-        f"--dim={args.dim}",
-        f"--chains={args.chains}",
-        f"--warmup={args.warmup}",
-        f"--max-tree-depth={args.max_tree_depth}",
-        f"--seed={args.seed}",
-        *([f"--chunk-size={args.chunk_size}"] if args.chunk_size else []),
-    ]
 
 
 def fit(records: list[dict[str, Any]]) -> tuple[float, float] | None:
@@ -245,13 +235,8 @@ def _int_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Run from the repository root with sluice importable (e.g. PYTHONPATH=src).",
-    )
-    parser.add_argument("--quick", action="store_true", help=f"smoke-test defaults: {QUICK}")
+def main(argv: list[str] | None = None) -> None:
+    parser = harness.script_parser(__doc__, QUICK, one=("LINE", "DRAWS"))
     parser.add_argument(
         "--draws",
         type=_int_list,
@@ -264,7 +249,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--lines",
-        type=lambda s: s.split(","),
+        type=harness.comma_list(LINES.__contains__),
         help=f"comma-separated, from {', '.join(LINES)} (default {DEFAULTS['lines']})",
     )
     parser.add_argument("--dim", type=int, default=100_000)
@@ -275,42 +260,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--chunk-size", type=int, help="sluice's chunk_size (default: sluice's automatic choice)"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--json", metavar="PATH", help="also write all records and settings as JSON"
-    )
-    parser.add_argument("--report", metavar="PATH", help="print the report of a saved --json file")
-    parser.add_argument(
-        "--one",
-        nargs=2,
-        metavar=("LINE", "DRAWS"),
-        help="internal: one point in this process, printed as JSON",
-    )
     args = parser.parse_args(argv)
-    for name, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    for line in args.lines:
-        if line not in LINES:
-            parser.error(f"unknown line {line!r}; choose from {', '.join(LINES)}")
-    return args
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    if args.one:
-        line, draws = args.one
-        harness.emit_result(measure(line, int(draws), args))
-        return
-    if args.report:
-        with open(args.report) as f:
-            print(report(json.load(f)))
-        return
-    result = orchestrate(args)
-    if args.json:  # first, so that the measurements survive any reporting error
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    print(report(result))
-    print(f"\n{result['machine']['date']}; {result['elapsed_s']:.0f} s in all", file=sys.stderr)
+    one = lambda line, draws: measure(line, int(draws), args)  # noqa: E731
+    harness.run_script(args, DEFAULTS, QUICK, one, orchestrate, report)
 
 
 if __name__ == "__main__":

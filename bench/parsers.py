@@ -73,7 +73,7 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 def parse_mcmc(out: Output) -> list[Row]:
     import mcmc
 
-    records = [r for r in out.data["records"] if r["variant"] != mcmc.CHUNKS]
+    records = [r for r in out.data["records"] if r["variant"] in mcmc.VARIANTS]
     mcmc.derive(records)
     rows = []
     for key in dict.fromkeys((r["model"], r["variant"]) for r in records):

@@ -346,16 +346,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(record), file=sys.stderr, flush=True)
 
     rows = summarize(records, posteriors, masses)
-    if args.json:
-        machine = {**machine_info(), "backend": jax.default_backend()}
-        settings = {"chains": CHAINS, "warmup": warmup, "draws": draws, "seeds": args.seeds,
-                    "z_limit": Z_LIMIT}  # fmt: skip
-        Path(args.json).write_text(json.dumps(
-            {"machine": machine, "command": " ".join(sys.argv), "settings": settings,
-             "records": records, "rows": rows}, indent=1))  # fmt: skip
     print(f"{CHAINS} chains x ({warmup} warmup + {draws} draws), seeds 0..{args.seeds - 1}; "
           f"check: max abs z < {Z_LIMIT} against posteriordb's reference draws\n")  # fmt: skip
-    print(areas.table("posteriordb", rows))
+    machine = {**machine_info(), "backend": jax.default_backend()}
+    settings = {"chains": CHAINS, "warmup": warmup, "draws": draws, "seeds": args.seeds,
+                "z_limit": Z_LIMIT}  # fmt: skip
+    areas.emit("posteriordb", rows, args.json, machine=machine, command=" ".join(sys.argv),
+               settings=settings, records=records)  # fmt: skip
     return 0 if all("error" not in r for r in records) else 1
 
 

@@ -47,7 +47,6 @@ Commands::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -56,14 +55,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import areas
-from harness import emit_result, machine_info, median, run_isolated
+from harness import emit_result, median, run_each
 
 MODELS = (
     "logistic", "radon", "stochastic_volatility", "eight_schools", "gp",
     "logistic_well", "radon_nc", "radon_slopes", "linear", "poisson", "hier_logistic",
 )  # fmt: skip
 SAMPLERS = ("sluice", "sluice-diag", "sluice-one-device", "numpyro", "nutpie")
-EXTRA_SAMPLERS = ("sluice-low-rank", "sluice-sequential")  # run only when named in --samplers
+SLUICE_OPTIONS = {  # sluice's samplers, and what each passes to sluice.pymc.sample
+    "sluice": {}, "sluice-diag": {"mass_matrix": "diag"}, "sluice-one-device": {},
+    "sluice-low-rank": {"mass_matrix": "low_rank"},  # these two: only when named in --samplers
+    "sluice-sequential": {"chain_method": "sequential"},
+}  # fmt: skip
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
 
@@ -212,23 +215,14 @@ def one(model_name: str, sampler: str, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     model, free = build(model_name)
     compile_s = None
-    if sampler in (
-        "sluice",
-        "sluice-diag",
-        "sluice-one-device",
-        "sluice-low-rank",
-        "sluice-sequential",
-    ):
+    if sampler in SLUICE_OPTIONS:
         if sampler == "sluice-one-device":  # JAX's single CPU device, as before import sluice
             os.environ["SLUICE_CPU_DEVICES"] = "1"  # gave one device per core
         import sluice
 
-        options = {"sluice-low-rank": {"mass_matrix": "low_rank"},
-                   "sluice-diag": {"mass_matrix": "diag"},
-                   "sluice-sequential": {"chain_method": "sequential"}}.get(sampler, {})  # fmt: skip
         with model:
             idata = sluice.pymc.sample(DRAWS, tune=TUNE, chains=CHAINS, random_seed=seed,
-                                       progressbar=False, **options)  # fmt: skip
+                                       progressbar=False, **SLUICE_OPTIONS[sampler])  # fmt: skip
         sampling = float(idata.posterior.attrs["sampling_time"])
     elif sampler == "numpyro":
         with model:
@@ -279,15 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         emit_result(one(*args.one, args.seed))
         return 0
 
-    records = []
-    for rep in range(args.reps):
-        for model in args.models.split(","):
-            for sampler in args.samplers.split(","):  # rotated order is not needed: fresh processes
-                record = run_isolated(
-                    __file__, ["--one", model, sampler, "--seed", str(rep + 1)], timeout=3600
-                )
-                records.append(record)
-                print(json.dumps(record), file=sys.stderr, flush=True)
+    records = run_each(__file__, args.reps, args.models.split(","), args.samplers.split(","))
     rows = []
     for model in args.models.split(","):
         group = {s: [r for r in records if r["model"] == model and r["sampler"] == s]
@@ -309,11 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio": (wall_rate / best) if best and wall_rate is not None else None,
                 "divergent": median([r["divergent"] for r in rs]),
             })  # fmt: skip
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine_info(), "records": records, "rows": rows})
-        )
-    print(areas.table("pymc-models", rows))
+    areas.emit("pymc-models", rows, args.json, records=records)
     return 0
 
 

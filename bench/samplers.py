@@ -50,8 +50,6 @@ from targets import Target
 
 __all__ = ["LIBRARIES", "SamplerRun", "Settings", "run_blackjax", "run_numpyro", "run_sluice"]
 
-CHAIN_METHODS = ("sequential", "vectorized")
-
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
@@ -94,6 +92,25 @@ def _numpy_draws(draws: dict[str, Any]) -> dict[str, np.ndarray]:
     return {name: np.asarray(value) for name, value in draws.items()}
 
 
+def _timed_run(clock: CompileClock, draws: dict[str, np.ndarray], start: float, end: float,
+               wall: float, sampling_from: float, sampling: float, warmup_steps: Any, steps: Any,
+               divergent: Any, step_size: Any, extra: dict | None = None) -> SamplerRun:  # fmt: skip
+    """A run timed by ``clock`` from ``start`` to ``end`` (``wall`` seconds), its sampling
+    phase ``sampling`` seconds from ``sampling_from``: the compilation within that phase
+    comes out of it, and the warmup is the rest of the wall time."""
+    in_sampling = clock.seconds(sampling_from, end)
+    compile, sampling = clock.seconds(start, end), sampling - in_sampling
+    return SamplerRun(
+        draws=draws, wall_seconds=wall, compile_seconds=compile, sampling_seconds=sampling,
+        compile_in_sampling_seconds=in_sampling, warmup_seconds=wall - compile - sampling,
+        peak_rss_bytes=peak_rss_bytes(),
+        num_gradients_warmup=int(np.asarray(warmup_steps).sum(dtype=np.int64)),
+        num_gradients=int(np.asarray(steps).sum(dtype=np.int64)),
+        num_divergent=int(np.asarray(divergent).sum()),
+        step_size=[float(s) for s in np.asarray(step_size).reshape(-1)], extra=extra or {},
+    )  # fmt: skip
+
+
 # -- sluice ---------------------------------------------------------------------
 def run_sluice(
     target: Target, settings: Settings, clock: CompileClock, kernel: Any = None
@@ -124,30 +141,15 @@ def run_sluice(
     draws = _numpy_draws(run.draws) if settings.keep_draws else {}
     wall, end = time.perf_counter() - begin, clock.now()
     info = run.info
+    extra = {"chunk_size": int(info.chunk_size), "num_chunks": int(info.num_chunks),
+             "library_warmup_seconds": info.warmup_seconds,
+             "library_sampling_seconds": info.sampling_seconds,
+             "library_total_seconds": info.total_seconds}  # fmt: skip
     # sluice times its own phases; its sampling phase ends as sample() returns,
     # so the window [end - sampling_seconds, end] holds it (and a little more).
-    compile_in_sampling = clock.seconds(end - info.sampling_seconds, end)
-    compile, sampling = clock.seconds(start, end), info.sampling_seconds - compile_in_sampling
-    return SamplerRun(
-        draws=draws,
-        wall_seconds=wall,
-        compile_seconds=compile,
-        sampling_seconds=sampling,
-        compile_in_sampling_seconds=compile_in_sampling,
-        warmup_seconds=wall - compile - sampling,
-        peak_rss_bytes=peak_rss_bytes(),
-        num_gradients_warmup=int(info.num_gradients_warmup),
-        num_gradients=int(info.num_gradients),
-        num_divergent=int(info.num_divergent),
-        step_size=[float(s) for s in np.asarray(info.step_size).reshape(-1)],
-        extra={
-            "chunk_size": int(info.chunk_size),
-            "num_chunks": int(info.num_chunks),
-            "library_warmup_seconds": info.warmup_seconds,
-            "library_sampling_seconds": info.sampling_seconds,
-            "library_total_seconds": info.total_seconds,
-        },
-    )
+    return _timed_run(clock, draws, start, end, wall, end - info.sampling_seconds,
+                      info.sampling_seconds, info.num_gradients_warmup, info.num_gradients,
+                      info.num_divergent, info.step_size, extra)  # fmt: skip
 
 
 # -- NumPyro --------------------------------------------------------------------
@@ -201,23 +203,9 @@ def run_numpyro(target: Target, settings: Settings, clock: CompileClock) -> Samp
     end = clock.now()
     sampling = time.perf_counter() - sampling_begin
     wall = time.perf_counter() - begin
-
-    compile_in_sampling = clock.seconds(sampling_start, end)
-    compile, sampling = clock.seconds(start, end), sampling - compile_in_sampling
-    step_size = np.asarray(mcmc.last_state.adapt_state.step_size).reshape(-1)
-    return SamplerRun(
-        draws=draws,
-        wall_seconds=wall,
-        compile_seconds=compile,
-        sampling_seconds=sampling,
-        compile_in_sampling_seconds=compile_in_sampling,
-        warmup_seconds=wall - compile - sampling,
-        peak_rss_bytes=peak_rss_bytes(),
-        num_gradients_warmup=int(warmup_steps.sum(dtype=np.int64)),
-        num_gradients=int(steps.sum(dtype=np.int64)),
-        num_divergent=int(divergent.sum()),
-        step_size=[float(s) for s in step_size],
-    )
+    step_size = mcmc.last_state.adapt_state.step_size
+    return _timed_run(clock, draws, start, end, wall, sampling_start, sampling, warmup_steps,
+                      steps, divergent, step_size)  # fmt: skip
 
 
 # -- BlackJAX -------------------------------------------------------------------
@@ -284,22 +272,8 @@ def run_blackjax(target: Target, settings: Settings, clock: CompileClock) -> Sam
     end = clock.now()
     sampling = time.perf_counter() - sampling_begin
     wall = time.perf_counter() - begin
-
-    compile_in_sampling = clock.seconds(sampling_start, end)
-    compile, sampling = clock.seconds(start, end), sampling - compile_in_sampling
-    return SamplerRun(
-        draws=draws,
-        wall_seconds=wall,
-        compile_seconds=compile,
-        sampling_seconds=sampling,
-        compile_in_sampling_seconds=compile_in_sampling,
-        warmup_seconds=wall - compile - sampling,
-        peak_rss_bytes=peak_rss_bytes(),
-        num_gradients_warmup=int(np.asarray(warmup_steps).sum(dtype=np.int64)),
-        num_gradients=int(np.asarray(steps).sum(dtype=np.int64)),
-        num_divergent=int(np.asarray(divergent).sum()),
-        step_size=[float(s) for s in np.asarray(parameters["step_size"]).reshape(-1)],
-    )
+    return _timed_run(clock, draws, start, end, wall, sampling_start, sampling, warmup_steps,
+                      steps, divergent, parameters["step_size"])  # fmt: skip
 
 
 # Adjusted MCLMC (BlackJAX's adjusted_mclmc_dynamic): a random number of integration

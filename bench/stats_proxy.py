@@ -9,9 +9,9 @@ the 20,000-dim Gaussian of ``bench/stats_scale.py`` (scales in [e^-1, e], NUTS,
 compares ``az.ess(score(x), method="mean")`` (exact lags, no streaming) with
 ``az.ess(x, method="bulk")`` on every ``--stride``-th element, for the proxy
 extended linearly beyond the outer knots and for the score rolled off there
-(``streaming.score``), on the draws and on monotone transforms of them (ArviZ's
-bulk ESS, rank based, is the same for all four; a heavy tail is what tells
-the two apart).
+(``sluice.stats.streaming_state.score``), on the draws and on monotone
+transforms of them (ArviZ's bulk ESS, rank based, is the same for all four; a
+heavy tail is what tells the two apart).
 
     PYTHONPATH=src python bench/stats_proxy.py [--stride 5]
 """
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from harness import markdown_table, scaled_gaussian_draws
 
-from sluice.stats import streaming
+from sluice.stats import streaming_state
 
 TRANSFORMS = {
     "x": lambda x: x,
@@ -56,10 +56,10 @@ def main() -> None:
         x = transform(draws).astype(np.float32)
         bulk = ess(x.astype(np.float64), "bulk")
         pilot = jnp.asarray(x[:, : args.pilot].reshape(-1, x.shape[-1]))
-        h = streaming.hinges(streaming.reference(pilot))
-        z = jax.jit(streaming.proxy)(jnp.asarray(x), h)
+        h = streaming_state.hinges(streaming_state.reference(pilot))
+        z = jax.jit(streaming_state.proxy)(jnp.asarray(x), h)
         for label, s in (("linear beyond the outer knots", z),
-                         ("rolled off (streaming.score)", jax.jit(streaming.score)(z))):  # fmt: skip
+                         ("rolled off (streaming.score)", jax.jit(streaming_state.score)(z))):  # fmt: skip
             err = ess(np.asarray(s, np.float64), "mean") / bulk - 1
             rows.append({"draws": name, "score": label, "elements": err.size,
                          "rms": f"{np.sqrt(np.mean(err**2)):.4f}",

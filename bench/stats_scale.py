@@ -121,21 +121,20 @@ def accuracy(args: argparse.Namespace) -> None:
             for k, v in exact_errors(ref, ref, np.asarray(scales, np.float64)).items():
                 pooled.setdefault((label, k), []).append(v)
             pooled.setdefault((label, "elements"), []).append(np.array([draws.shape[-1]]))
-        for label, key in (("default (every element)", "summary"),):
-            out = jax.device_get(run.stats[key])
-            got = {k: np.asarray(v[name]).reshape(np.shape(v[name])[0], -1).squeeze(-1)
-                   if k not in ("quantiles", "hdi") else np.asarray(v[name])
-                   for k, v in out.items() if isinstance(v, dict)}  # fmt: skip
-            covered = np.isfinite(got["ess_bulk"])
-            got = {k: v[covered] for k, v in got.items()}
-            covered_ref = {k: v[covered] for k, v in ref.items()}
-            measured = errors(got, covered_ref)
-            if scales is not None:
-                exact = np.asarray(scales, np.float64)[covered]
-                measured.update(exact_errors(got, covered_ref, exact))
-            for k, v in measured.items():
-                pooled.setdefault((label, k), []).append(v)
-            pooled.setdefault((label, "elements"), []).append(np.array([covered.sum()]))
+        label, out = "default (every element)", jax.device_get(run.stats["summary"])
+        got = {k: np.asarray(v[name]).reshape(np.shape(v[name])[0], -1).squeeze(-1)
+               if k not in ("quantiles", "hdi") else np.asarray(v[name])
+               for k, v in out.items() if isinstance(v, dict)}  # fmt: skip
+        covered = np.isfinite(got["ess_bulk"])
+        got = {k: v[covered] for k, v in got.items()}
+        covered_ref = {k: v[covered] for k, v in ref.items()}
+        measured = errors(got, covered_ref)
+        if scales is not None:
+            exact = np.asarray(scales, np.float64)[covered]
+            measured.update(exact_errors(got, covered_ref, exact))
+        for k, v in measured.items():
+            pooled.setdefault((label, k), []).append(v)
+        pooled.setdefault((label, "elements"), []).append(np.array([covered.sum()]))
     for (label, metric), parts in pooled.items():
         if metric == "elements":
             continue

@@ -17,7 +17,6 @@ at least 50) and reports, per model and buffer over ``--seeds`` seeds
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import areas
-from harness import emit_result, machine_info, run_isolated
+from harness import emit_result, run_each
 
 MODELS = ("eight_schools", "radon", "logistic", "stochastic_volatility")
 
@@ -74,19 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
         emit_result(one(*args.one, args.seeds))
         return 0
-    rows = []
-    for model in args.models.split(","):
-        base = None
-        for buffer in args.buffers.split(","):
-            row = run_isolated(__file__, ["--one", model, buffer, "--seeds", str(args.seeds)],
-                               timeout=3600)  # fmt: skip
-            base = base or row["ess_per_1000_grads"]
-            row["vs_first"] = row["ess_per_1000_grads"] / base
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": machine_info(), "rows": rows}))
-    print(areas.table("terminal-buffer", rows))
+    seeds = ("--seeds", str(args.seeds))
+    rows = run_each(__file__, 1, args.models.split(","), args.buffers.split(","), lambda _: seeds)
+    for row in rows:  # against the model's first buffer
+        first = next(r for r in rows if r["model"] == row["model"])
+        row["vs_first"] = row["ess_per_1000_grads"] / first["ess_per_1000_grads"]
+    areas.emit("terminal-buffer", rows, args.json)
     return 0
 
 

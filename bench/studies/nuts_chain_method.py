@@ -23,7 +23,6 @@ import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(__file__))
 import nuts_kernels
-import nuts_targets
 
 import sluice
 from sluice.mcmc import hamiltonian
@@ -32,7 +31,7 @@ from sluice.mcmc.chain_method import choose_chain_method
 
 def measure(model: str, chains: int, steps: int, reps: int) -> tuple[float, str]:
     """(median time vectorized / sequential, the choice of choose_chain_method)."""
-    fn, _ = nuts_targets.make(model)
+    fn, _ = nuts_kernels.flat_target(model)
     eps, imm, x = nuts_kernels.tuned_params(model)
 
     def chain(key, x):

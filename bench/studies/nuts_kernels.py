@@ -22,8 +22,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-import nuts_targets
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from targets import make_target
+
+
+def flat_target(model: str):
+    """``(log-density of a flat (dim,) vector, initial point)``: a model of ``bench/targets.py``."""
+    target = make_target(model)
+    ((name, init),) = target.init.items()
+    return (lambda x: target.logdensity_fn({name: x})), init
 
 
 def tuned_params(model: str):
@@ -33,10 +40,12 @@ def tuned_params(model: str):
         return jnp.asarray(z["eps"]), jnp.asarray(z["imm"]), jnp.asarray(z["x"])
     import sluice
 
-    fn, x0 = nuts_targets.make(model)
-    run = sluice.sample(fn, init=x0, chains=1, warmup=1000, draws=20, progress=False, seed=1)
+    fn, x0 = flat_target(model)
+    run = sluice.sample(fn, init=x0, kernel=sluice.nuts(mass_matrix="diag"), chains=1,
+                        warmup=1000, draws=20, progress=False, seed=1)  # fmt: skip
     eps, imm = run.info.step_size[0], run.info.inverse_mass_matrix[0]
-    x = np.asarray(run.draws["x"][0, -1])
+    (draws,) = run.draws.values()  # one array, named after the log-density's argument
+    x = np.asarray(draws[0, -1])
     np.savez(path, eps=eps, imm=imm, x=x)
     return jnp.asarray(eps), jnp.asarray(imm), jnp.asarray(x)
 
@@ -126,7 +135,7 @@ def main():
     ap.add_argument("--chains", type=int, default=0, help="vmap over this many chains (0: one)")
     ap.add_argument("--only", default="")
     args = ap.parse_args()
-    fn, _ = nuts_targets.make(args.model)
+    fn, _ = flat_target(args.model)
     eps, imm, x = tuned_params(args.model)
     logp, g = jax.value_and_grad(fn)(x)
     ks = kernels(fn)

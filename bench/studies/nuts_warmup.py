@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-import nuts_targets
+import nuts_kernels
 
 from sluice.mcmc import adaptation as adapt_mod
 from sluice.mcmc.kernels import nuts
@@ -96,7 +96,7 @@ def main():
     args = ap.parse_args()
     import arviz as az
 
-    fn, x0 = nuts_targets.make(args.model)
+    fn, x0 = nuts_kernels.flat_target(args.model)
     buffers = [int(b) for b in args.buffers.split(",")]
     schedule = adapt_mod.window_schedule(args.warmup, *buffers)
     adapt = adapt_mod.window_adaptation(gradient_metric=bool(args.gradient_metric))

@@ -2,7 +2,7 @@
 
 The default statistics read quantiles and the HDI from one histogram per
 element, on a grid in bulk-score units fixed by the pooled pilot
-(``sluice.stats.streaming.grid``). This script samples the 20,000-dim Gaussian
+(``sluice.stats.streaming_state.grid``). This script samples the 20,000-dim Gaussian
 of ``bench/stats_scale.py`` (scales in [e^-1, e], NUTS, 4 x 1,000) twice with
 different seeds, takes from the second run the first 128 draws of each chain
 as the stand-in pilot (draws of the same posterior, as ``bench/studies/tail_floor.py``
@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from harness import scaled_gaussian_draws
 
-from sluice.stats import streaming, streaming_readout
+from sluice.stats import streaming_readout, streaming_state
 
 PROBS = (0.03, 0.5, 0.97)
 HDI_PROB = 0.94
@@ -51,15 +51,15 @@ def _errors(draws: np.ndarray, pilot: np.ndarray, edges_in_score: np.ndarray,
     ``edges_in_score`` (``G + 1`` increasing bulk scores from ``-BOUND`` to ``BOUND``)."""
     d = draws.shape[-1]
     flat = draws.reshape(-1, d)
-    knots = streaming.reference(jnp.asarray(pilot, jnp.float32))
-    h = streaming.hinges(knots)
-    s = np.asarray(streaming.score(streaming.proxy(jnp.asarray(flat, jnp.float32), h)))
+    knots = streaming_state.reference(jnp.asarray(pilot, jnp.float32))
+    h = streaming_state.hinges(knots)
+    s = np.asarray(streaming_state.score(streaming_state.proxy(jnp.asarray(flat, jnp.float32), h)))
     g = len(edges_in_score) - 1
     b = np.clip(np.searchsorted(edges_in_score, s, side="right") - 1, 0, g - 1)
     counts = np.zeros((d, g), np.int32)
     np.add.at(counts, (np.broadcast_to(np.arange(d), b.shape), b), 1)
-    z = streaming.unscore(jnp.asarray(edges_in_score, jnp.float32))
-    inner = streaming.inverse(jnp.broadcast_to(jnp.clip(z, -1e30, 1e30), (d, g + 1)), h)
+    z = streaming_state.unscore(jnp.asarray(edges_in_score, jnp.float32))
+    inner = streaming_state.inverse(jnp.broadcast_to(jnp.clip(z, -1e30, 1e30), (d, g + 1)), h)
     edges = jnp.where(jnp.isinf(z), z, inner)
     edges = edges.at[:, 0].set(jnp.minimum(edges[:, 1], flat.min(0)))
     edges = edges.at[:, -1].set(jnp.maximum(edges[:, -2], flat.max(0)))
@@ -105,11 +105,15 @@ def main() -> None:
         }
     assert np.array_equal(_arviz_hdi(flat), ref["hdi"])  # the rule below is ArviZ's
 
-    b = streaming.BOUND
+    b = streaming_state.BOUND
     grids = [(f"{g} equal", np.linspace(-b, b, g + 1)) for g in (144, 288, 576, 1152)]
     for focus, half in ((4.0, 0.5), (4.0, 0.7), (6.0, 0.5), (6.0, 0.35)):
-        at, position = streaming.grid(PROBS, 288, focus, half)
-        mark = " (default)" if (focus, half) == (streaming.FOCUS, streaming.FOCUS_HALF) else ""
+        at, position = streaming_state.grid(PROBS, 288, focus, half)
+        mark = (
+            " (default)"
+            if (focus, half) == (streaming_state.FOCUS, streaming_state.FOCUS_HALF)
+            else ""
+        )
         grids.append((f"288, x{focus:g} within {half:g}{mark}",
                       np.interp(np.arange(289), position, at)))  # fmt: skip
     fmt = lambda e: f"{np.sqrt(np.mean(e**2)):.3f} | {np.abs(e).max():.3f}"  # noqa: E731

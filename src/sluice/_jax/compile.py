@@ -20,7 +20,7 @@ and for programs that run once, such as a run's initialisation):
 on CPU, XLA's backend optimisation level 0 and its older loop emitters
 compile the default statistics' merge and finalize in 2.0 s and 1.6 s
 instead of 3.3 s and 4.7 s, and run them in 137 ms and 190 ms instead of
-41 ms and 75 ms, for 1,000 elements (``bench/stats_compile.py``). The run
+41 ms and 75 ms, for 1,000 elements (``bench/studies/stats_compile.py``). The run
 cost grows with the state, the compile cost does not: above
 :data:`FAST_COMPILE_BYTES` of arguments and results the defaults are kept.
 

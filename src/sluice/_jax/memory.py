@@ -6,7 +6,7 @@ megabytes. glibc keeps freed memory in its arenas, and one that a background
 thread used is not reused by the main thread's allocations, so the process's
 resident size kept it for the rest of the run: compiling the default
 statistics' ``merge`` and ``finalize`` raised RSS from 207 to 851 MiB, of
-which ``malloc_trim`` returned 445 MiB (measured with ``bench/rss_trace.py``).
+which ``malloc_trim`` returned 445 MiB (measured with ``bench/studies/rss_trace.py``).
 :func:`release` calls ``malloc_trim(0)`` after each compile; elsewhere than
 glibc it does nothing.
 """

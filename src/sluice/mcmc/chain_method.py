@@ -13,7 +13,7 @@ from sluice.mcmc.protocol import Kernel
 __all__ = ["choose_chain_method", "gradient_bytes", "step_bytes"]
 
 # The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of
-# memory traffic that take as long, fitted on CPU (bench/nuts_chain_method.py).
+# memory traffic that take as long, fitted on CPU (bench/studies/nuts_chain_method.py).
 # The kernel's own traffic per step and dimension and how much longer vectorized
 # chains run than the average chain come from the kernel (Kernel.lockstep,
 # Kernel.bookkeeping_bytes_per_dim: NUTS about 25 float32 passes, 1.5).
@@ -66,7 +66,7 @@ def choose_chain_method(
     so small that its fixed cost dominates; sequential wins when every chain's
     traffic is its own (a high-dimensional Gaussian). The inputs are shapes and
     a compiler estimate, not timings, so every process of a multi-process run
-    makes the same choice. Measured (4 chains, CPU, ``bench/nuts_chain_method.py``): vectorized /
+    makes the same choice. Measured (4 chains, CPU, ``bench/studies/nuts_chain_method.py``): vectorized /
     sequential time 0.42 (logistic 100 x 10), 0.47 (logistic 10,000 x 100),
     2.5 (10,000-dim Gaussian); the model picks the faster one in all three.
     """

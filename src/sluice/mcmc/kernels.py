@@ -6,7 +6,7 @@ work on one chain's flat vector. The transitions are sluice's own
 HMC written for the chunk engine (no copy of the trajectory per step, inline
 random numbers, and a batched implementation for vectorized chains). They
 follow BlackJAX's and NumPyro's NUTS in distribution and cost fewer
-operations per gradient; ``bench/nuts_kernels.py`` measures this. Their
+operations per gradient; ``bench/studies/nuts_kernels.py`` measures this. Their
 warmup (:meth:`warmup`) is Stan's window adaptation (:mod:`sluice.mcmc.adaptation`)
 with Stan's step-size search after each window, written to run in compiled
 chunks with progress and no per-step trace.

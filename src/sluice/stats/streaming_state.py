@@ -255,7 +255,7 @@ def grid(probs: tuple[float, ...], buckets: int, focus: float = FOCUS,
     quantile read from the histogram misses the draws' by an error that grows with
     the width of its bucket: on 20,000 elements of 4 x 1,000 NUTS draws, in units
     of ArviZ's MCSE, rms 0.117 with 144 equal buckets, 0.081 with 288, 0.070 with
-    this grid (``bench/stats_grid.py``). The fine parts are wide enough for the
+    this grid (``bench/studies/stats_grid.py``). The fine parts are wide enough for the
     pilot's error: within 0.5 instead of 0.7 reads rms 0.061, but up to 0.63
     where a quantile fell outside its part (docs/statistics.md).
     """
