@@ -41,8 +41,8 @@ def test_store_round_trip_and_lazy_inference_data(tmp_path, reference):
     assert run.summary().shape[0] == 3  # x[0], x[1], ez
 
 
-def test_interrupted_run_resumes_exactly(tmp_path, reference):
-    path = tmp_path / "run.zarr"
+def _interrupt_at_fourth_write(path):
+    """Sample the child model into ``path`` and stop it at its fourth chunk write."""
 
     class Crash(ZarrSink):
         writes = 0
@@ -57,6 +57,12 @@ def test_interrupted_run_resumes_exactly(tmp_path, reference):
         sluice.sample(
             child.model(), sink=Crash(path), stats=child.STATS, progress=False, **child.SETTINGS
         )
+
+
+def test_interrupted_run_resumes_exactly(tmp_path, reference):
+    path = tmp_path / "run.zarr"
+
+    _interrupt_at_fourth_write(path)
     assert ZarrSink.open_existing(path).draws_done() == 30
     partial = sluice.open(path)
     assert partial.posterior.sizes["draw"] == 30
@@ -76,19 +82,7 @@ def test_a_store_without_its_layout_record_reads_and_resumes_from_its_config(tmp
 
     path = tmp_path / "run.zarr"
 
-    class Crash(ZarrSink):
-        writes = 0
-
-        def write(self, start, chunk):
-            Crash.writes += 1
-            if Crash.writes == 4:
-                raise KeyboardInterrupt
-            super().write(start, chunk)
-
-    with pytest.raises(KeyboardInterrupt):
-        sluice.sample(
-            child.model(), sink=Crash(path), stats=child.STATS, progress=False, **child.SETTINGS
-        )
+    _interrupt_at_fourth_write(path)
     meta = json.loads((path / "zarr.json").read_text())
     sluice_meta = meta["attributes"]["sluice"]
     assert sluice_meta["layout"] == {"draws": 150, "warmup": 60}
