@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 FORMAT = "sluice-store"
-VERSION = 2  # of the store format; 2: checkpoints in this raw format instead of .npz
+VERSION = 3  # of the store format; 2: checkpoints in this raw format instead of .npz;
+# 3: every chunk and metadata document checked (sluice.io.integrity)
 
 
 class StoreError(ValueError):

@@ -1,0 +1,256 @@
+"""Every byte a reader trusts is checked: chunk checksums and a manifest of the metadata.
+
+In a store of format 3 (:mod:`sluice.io.store`):
+
+- every chunk of every array ends with a CRC-32C of its bytes: Zarr v3's ``crc32c``
+  codec, last in each array's codec pipeline (so that any Zarr v3 reader checks it);
+- arrays write chunks of fill values too (Zarr's ``write_empty_chunks``), so every
+  chunk of the committed region has a file and a missing one is damage, never the
+  fill value;
+- the commit record, itself under a CRC-32, holds a manifest: the CRC-32 of every
+  ``zarr.json`` of the store, as the run created it.
+
+Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
+metadata document against the manifest and each chunk against its checksum as Zarr
+reads it, and raises a :class:`StoreError` naming the file. Opening a store checks the
+manifest and that every committed chunk has a file (one listing of the store);
+resuming one reads every committed chunk once (:func:`check_chunks`).
+
+This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
+so that ``import sluice`` does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zlib
+from collections.abc import AsyncGenerator, Iterable
+from pathlib import Path
+from typing import Any
+
+import google_crc32c
+import numpy as np
+from zarr.codecs import Crc32cCodec
+from zarr.storage import WrapperStore
+
+from sluice.io.checkpoint import StoreError
+
+__all__ = [
+    "CheckedStore",
+    "check_chunks",
+    "check_metadata",
+    "check_present",
+    "committed_chunks",
+    "metadata_digests",
+    "resized_digest",
+    "with_checksum",
+]
+
+METADATA = "zarr.json"
+
+
+def with_checksum(compressors: Any) -> tuple[Any, ...]:
+    """The codecs after an array's serializer: ``compressors`` (``None``, one codec or a
+    sequence of them), then the CRC-32C of the chunk's final bytes."""
+    if compressors is None:
+        compressors = ()
+    elif not isinstance(compressors, list | tuple):
+        compressors = (compressors,)
+    return (*compressors, Crc32cCodec())
+
+
+def document_digest(data: bytes) -> int:
+    return zlib.crc32(data)
+
+
+def metadata_digests(root: Path) -> dict[str, list[int]]:
+    """The manifest of the store at ``root``: ``{relative path of a zarr.json: [CRC-32]}``
+    (a list: :meth:`ZarrSink.stop` accepts an array's document before and after it cuts
+    the array)."""
+    manifest = {}
+    for directory, _, files in os.walk(root):
+        if METADATA in files:
+            file = Path(directory) / METADATA
+            manifest[file.relative_to(root).as_posix()] = [document_digest(file.read_bytes())]
+    return dict(sorted(manifest.items()))
+
+
+def resized_digest(array: Any, shape: tuple[int, ...]) -> int:
+    """The CRC-32 of ``array``'s ``zarr.json`` once resized to ``shape``, as Zarr's resize
+    writes it (Zarr's own serializer of the new metadata)."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    documents = array.metadata.update_shape(shape).to_buffer_dict(default_buffer_prototype())
+    return document_digest(documents[METADATA].to_bytes())
+
+
+def check_metadata(root: Path, manifest: dict[str, list[int]], record: Path) -> None:
+    """Every document of the manifest exists and has a recorded CRC-32; else a
+    :class:`StoreError` naming the first that does not."""
+    for name, accepted in manifest.items():
+        _check_document(root / name, _read(root / name), accepted, record)
+
+
+def committed_chunks(root: Any, draw_groups: Iterable[str], draws: int) -> set[str]:
+    """The chunk keys (paths relative to the store) that hold committed values: every
+    chunk of every array, except that the arrays of ``draw_groups`` laid out
+    ``(chain, draw, ...)`` hold ``draws`` committed draws per chain."""
+    keys = set()
+    for group_name, group in root.groups():
+        for _, array in group.arrays():
+            grid = [
+                -(-size // max(chunk, 1))
+                for size, chunk in zip(array.shape, array.chunks, strict=True)
+            ]
+            names = tuple(array.metadata.dimension_names or ())
+            if group_name in draw_groups and names[:2] == ("chain", "draw"):
+                grid[1] = min(grid[1], -(-draws // array.chunks[1]))
+            encode = array.metadata.chunk_key_encoding.encode_chunk_key
+            for index in itertools.product(*(range(n) for n in grid)):
+                keys.add(f"{array.path}/{encode(index)}")
+    return keys
+
+
+def check_present(root: Path, keys: set[str]) -> None:
+    """Every committed chunk has a file (one listing of the store)."""
+    files = set()
+    for directory, _, names in os.walk(root):
+        base = Path(directory).relative_to(root).as_posix()
+        files.update(name if base == "." else f"{base}/{name}" for name in names)
+    missing = sorted(keys - files)
+    if missing:
+        more = f" (and {len(missing) - 1} more chunk files)" if len(missing) > 1 else ""
+        raise StoreError(
+            f"{root / missing[0]} is missing{more}: it held committed values, which are "
+            "lost; the store cannot restore them (sample the run again)"
+        )
+
+
+def check_chunks(root: Path, keys: set[str]) -> None:
+    """Read every committed chunk once and check its CRC-32C (before a resume writes
+    on top of them)."""
+    for key in sorted(keys):
+        file = root / key
+        _check_chunk(file, _read(file), committed=True)
+
+
+class CheckedStore(WrapperStore):
+    """A Zarr store that checks what Zarr reads from the wrapped one.
+
+    A ``zarr.json`` of the manifest must exist and have a recorded CRC-32; a chunk of
+    an array with the ``crc32c`` codec must match its checksum, and one of the
+    committed region (``committed``) must exist. Failures are :class:`StoreError`
+    naming the file.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        root: Path,
+        manifest: dict[str, list[int]] | None = None,
+        committed: set[str] | None = None,
+        record: Path | None = None,
+    ) -> None:
+        super().__init__(store)
+        self.root, self.manifest, self.record = Path(root), manifest, record
+        self.committed = committed if committed is not None else set()
+        self._checked: set[str] = set()  # paths of the arrays whose chunks carry a CRC-32C
+
+    def _with_store(self, store: Any) -> CheckedStore:
+        other = type(self)(store, self.root, self.manifest, self.committed, self.record)
+        other._checked = self._checked
+        return other
+
+    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        value = await self._store.get(key, prototype, byte_range)
+        if byte_range is not None:
+            return value  # (sluice reads whole chunks; a part cannot be checked)
+        file = self.root / key
+        if key == METADATA or key.endswith("/" + METADATA):
+            data = None if value is None else value.to_bytes()
+            if self.manifest is not None and key in self.manifest:
+                _check_document(file, data, self.manifest[key], self.record)
+            if data is not None:
+                self._learn(key, data)
+            return value
+        if _array_of(key) in self._checked:
+            if value is None:
+                if key in self.committed:
+                    _check_chunk(file, None, committed=True)
+            else:
+                _check_chunk(file, value.as_numpy_array(), committed=key in self.committed)
+        return value
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Iterable[Any]) -> list[Any]:
+        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
+    async def _get_many(self, requests: Iterable[Any]) -> AsyncGenerator[Any, None]:
+        for key, prototype, byte_range in requests:
+            yield key, await self.get(key, prototype, byte_range)
+
+    def _learn(self, key: str, data: bytes) -> None:
+        """Note an array whose codecs end with the CRC-32C (from its metadata)."""
+        import json
+
+        try:
+            meta = json.loads(data)
+        except ValueError:
+            return  # (Zarr reports it; a document of the manifest was checked above)
+        codecs = meta.get("codecs") if isinstance(meta, dict) else None
+        if meta.get("node_type") == "array" and isinstance(codecs, list) and codecs:
+            last = codecs[-1]
+            if isinstance(last, dict) and last.get("name") == "crc32c":
+                self._checked.add(key[: -len(METADATA)].rstrip("/"))
+
+
+def _array_of(key: str) -> str:
+    """The array path of a chunk key of Zarr's default encoding (``x/c/0/1``)."""
+    parts = key.split("/")
+    while parts and parts[-1].isdigit():
+        parts.pop()
+    if not parts or parts[-1] != "c":
+        return ""
+    return "/".join(parts[:-1])
+
+
+def _read(file: Path) -> bytes | None:
+    try:
+        return file.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise StoreError(f"{file} cannot be read: {error.strerror or error}") from error
+
+
+def _check_document(file: Path, data: bytes | None, accepted: list[int], record: Any) -> None:
+    where = f"the commit record {record}" if record else "the store's commit record"
+    if data is None:
+        raise StoreError(
+            f"{file} is missing ({where} lists it): the store's structure is damaged and "
+            "cannot be read or resumed safely (sample the run again)"
+        )
+    if document_digest(data) not in accepted:
+        raise StoreError(
+            f"{file} is damaged: its checksum differs from the one in {where}; the store "
+            "cannot be read or resumed safely (sample the run again)"
+        )
+
+
+def _check_chunk(file: Path, data: Any, committed: bool) -> None:
+    """A chunk's bytes end with the CRC-32C of the rest; ``None``: no file."""
+    if data is not None:
+        data = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+        if len(data) >= 4:
+            stored = int.from_bytes(bytes(data[-4:]), "little")
+            if google_crc32c.value(data[:-4]) == stored:
+                return
+    problem = "is missing" if data is None else "is damaged (its checksum does not match)"
+    if committed:
+        raise StoreError(
+            f"{file} {problem}: it held committed values, which are lost; the store "
+            "cannot restore them (sample the run again)"
+        )
+    raise StoreError(
+        f"{file} {problem}, but it holds no committed draws: resuming the run writes it again"
+    )
