@@ -145,6 +145,12 @@ def test_damaged_commit_records_are_refused_by_name(tmp_path):
     ):
         with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: checksum mismatch"):
             action()
+    for field, lacks in (("crc32", "checksum"), ("metadata", "manifest of the metadata")):
+        record = json.loads(good)
+        del record[field]  # a record of this format without it is damaged, not trusted
+        commit.write_text(json.dumps(record))
+        with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: it has no {lacks}"):
+            sluice.open(store)
     commit.write_text(good[: len(good) // 2])  # truncated
     with pytest.raises(StoreError, match=rf"{COMMIT} is damaged and cannot be read"):
         sluice.open(store)

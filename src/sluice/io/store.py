@@ -381,9 +381,8 @@ class ZarrSink:
         record["stopped"] = int(draws)
         if self._manifest is not None:  # each cut array's document: as it is, or once cut
             integrity = _integrity()
-            for array in self._cut_arrays():
+            for array, shape in self._cut_arrays(draws):
                 name = f"{array.path}/zarr.json"
-                shape = (array.shape[0], draws, *array.shape[2:])
                 cut = integrity.resized_digest(array, shape)
                 self._manifest[name] = sorted({*self._manifest[name], cut})
             record["metadata"] = self._manifest
@@ -394,18 +393,17 @@ class ZarrSink:
                 error.errno, f"could not record the end of the run in {self.path}: {error}"
             ) from error
         with _quiet_zarr():
-            for array in self._cut_arrays():
-                array.resize((array.shape[0], draws, *array.shape[2:]))
+            for array, shape in self._cut_arrays(draws):
+                array.resize(shape)
                 _fsync_file(self.path / array.path / "zarr.json")
 
-    def _cut_arrays(self) -> list[Any]:
-        """The arrays :meth:`stop` cuts: each group's draws and its ``draw`` coordinate."""
+    def _cut_arrays(self, draws: int) -> list[tuple[Any, tuple[int, ...]]]:
+        """The arrays :meth:`stop` cuts to ``draws`` draws, with their new shapes: each
+        group's draws and its ``draw`` coordinate."""
         with _quiet_zarr():
-            return [
-                array
-                for group, names in self._arrays.items()
-                for array in (*names.values(), self._root[group]["draw"])
-            ]
+            cut = [(a, (a.shape[0], draws, *a.shape[2:])) for n in self._arrays.values()
+                   for a in n.values()]  # fmt: skip
+            return cut + [(self._root[group]["draw"], (draws,)) for group in self._arrays]
 
     def _write_record(self, record: dict[str, Any]) -> None:
         """Replace the commit record (atomically), under a CRC-32 of its fields."""
@@ -715,6 +713,14 @@ def open_datatree(path: str | os.PathLike, *, partial: bool = True) -> Any:
     total = done if sink.stopped() is not None else allocated  # converged early: complete
     if done < total and not partial:
         raise StoreError(f"{path} holds an unfinished run ({done}/{total} draws per chain)")
+    if sink.stopped() is not None:  # the arrays are cut one by one after the record says so
+        uncut = [a for a, shape in sink._cut_arrays(done) if a.shape != shape]
+        if uncut and len(uncut) < len(sink._cut_arrays(done)):
+            raise StoreError(
+                f"{path / uncut[0].path / 'zarr.json'} still has the draws of the run's full "
+                f"length: the run stopped at {done} draws per chain and was interrupted while "
+                f"its arrays were cut; sluice.resume({str(path)!r}) finishes cutting them"
+            )
     with _quiet_zarr():
         tree = xr.open_datatree(  # read through the store that checks every chunk
             sink._root.store, engine="zarr", consolidated=False, zarr_format=3, mode="r"
