@@ -12,7 +12,9 @@ In a store of format 3 (:mod:`sluice.io.store`):
 
 Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
 metadata document against the manifest and each chunk against its checksum as Zarr
-reads it, and raises a :class:`StoreError` naming the file. Opening a store checks the
+reads it, and raises a :class:`StoreError` naming the file. Read-only, it hands
+Zarr each checked chunk without its checksum (and the arrays' metadata without the
+codec), so that a chunk's CRC-32C is computed once per read, not twice. Opening a store checks the
 manifest and that every committed chunk has a file (one listing of the store);
 resuming one reads every committed chunk once (:func:`check_chunks`).
 
@@ -23,6 +25,7 @@ so that ``import sluice`` does not.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import zlib
 from collections.abc import AsyncGenerator, Iterable
@@ -85,40 +88,61 @@ def resized_digest(array: Any, shape: tuple[int, ...]) -> int:
     return document_digest(documents[METADATA].to_bytes())
 
 
-def check_metadata(root: Path, manifest: dict[str, list[int]], record: Path) -> None:
+def check_metadata(
+    root: Path, manifest: dict[str, list[int]], record: Path
+) -> dict[str, dict[str, Any]]:
     """Every document of the manifest exists and has a recorded CRC-32; else a
-    :class:`StoreError` naming the first that does not."""
+    :class:`StoreError` naming the first that does not. Returns the arrays' documents,
+    ``{array path: metadata}``."""
+    arrays = {}
     for name, accepted in manifest.items():
-        _check_document(root / name, _read(root / name), accepted, record)
+        data = _read(root / name)
+        _check_document(root / name, data, accepted, record)
+        meta = json.loads(data)
+        if meta.get("node_type") == "array":
+            arrays[name[: -len(METADATA)].rstrip("/")] = meta
+    return arrays
 
 
-def committed_chunks(root: Any, draw_groups: Iterable[str], draws: int) -> set[str]:
-    """The chunk keys (paths relative to the store) that hold committed values: every
-    chunk of every array, except that the arrays of ``draw_groups`` laid out
-    ``(chain, draw, ...)`` hold ``draws`` committed draws per chain."""
+def committed_chunks(
+    arrays: dict[str, dict[str, Any]], draw_groups: Iterable[str], draws: int
+) -> set[str]:
+    """The chunk keys (paths relative to the store) that hold committed values, from the
+    arrays' documents: every chunk of every array, except that the arrays of
+    ``draw_groups`` laid out ``(chain, draw, ...)`` hold ``draws`` draws per chain."""
     keys = set()
-    for group_name, group in root.groups():
-        for _, array in group.arrays():
-            grid = [
-                -(-size // max(chunk, 1))
-                for size, chunk in zip(array.shape, array.chunks, strict=True)
-            ]
-            names = tuple(array.metadata.dimension_names or ())
-            if group_name in draw_groups and names[:2] == ("chain", "draw"):
-                grid[1] = min(grid[1], -(-draws // array.chunks[1]))
-            encode = array.metadata.chunk_key_encoding.encode_chunk_key
-            for index in itertools.product(*(range(n) for n in grid)):
-                keys.add(f"{array.path}/{encode(index)}")
+    for path, meta in arrays.items():
+        shape = meta["shape"]
+        chunks = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        grid = [-(-size // max(chunk, 1)) for size, chunk in zip(shape, chunks, strict=True)]
+        names = tuple(meta.get("dimension_names") or ())
+        if path.split("/")[0] in draw_groups and names[:2] == ("chain", "draw"):
+            grid[1] = min(grid[1], -(-draws // chunks[1]))
+        encoding = meta["chunk_key_encoding"]
+        separator = encoding.get("configuration", {}).get("separator", "/")
+        for index in itertools.product(*(range(n) for n in grid)):
+            if encoding["name"] == "default":
+                key = "c" + "".join(f"{separator}{i}" for i in index)
+            else:  # "v2"
+                key = separator.join(map(str, index)) or "0"
+            keys.add(f"{path}/{key}")
     return keys
 
 
 def check_present(root: Path, keys: set[str]) -> None:
-    """Every committed chunk has a file (one listing of the store)."""
-    files = set()
-    for directory, _, names in os.walk(root):
-        base = Path(directory).relative_to(root).as_posix()
-        files.update(name if base == "." else f"{base}/{name}" for name in names)
-    missing = sorted(keys - files)
+    """Every committed chunk has a file (one listing of each directory holding one)."""
+    listed: dict[str, set[str]] = {}
+    missing = []
+    for key in keys:
+        parent, _, name = key.rpartition("/")
+        if parent not in listed:
+            try:
+                listed[parent] = set(os.listdir(root / parent))
+            except FileNotFoundError:
+                listed[parent] = set()
+        if name not in listed[parent]:
+            missing.append(key)
+    missing.sort()
     if missing:
         more = f" (and {len(missing) - 1} more chunk files)" if len(missing) > 1 else ""
         raise StoreError(
@@ -171,15 +195,18 @@ class CheckedStore(WrapperStore):
             data = None if value is None else value.to_bytes()
             if self.manifest is not None and key in self.manifest:
                 _check_document(file, data, self.manifest[key], self.record)
-            if data is not None:
-                self._learn(key, data)
+            if data is not None and self._learn(key, data) and self.read_only:
+                return prototype.buffer.from_bytes(_without_checksum(data))
             return value
         if _array_of(key) in self._checked:
             if value is None:
                 if key in self.committed:
                     _check_chunk(file, None, committed=True)
-            else:
-                _check_chunk(file, value.as_numpy_array(), committed=key in self.committed)
+                return value
+            data = value.as_numpy_array()
+            _check_chunk(file, data, committed=key in self.committed)
+            if self.read_only:  # checked once: Zarr reads it without the checksum
+                return prototype.buffer.from_array_like(data[:-4])
         return value
 
     async def get_partial_values(self, prototype: Any, key_ranges: Iterable[Any]) -> list[Any]:
@@ -189,19 +216,26 @@ class CheckedStore(WrapperStore):
         for key, prototype, byte_range in requests:
             yield key, await self.get(key, prototype, byte_range)
 
-    def _learn(self, key: str, data: bytes) -> None:
+    def _learn(self, key: str, data: bytes) -> bool:
         """Note an array whose codecs end with the CRC-32C (from its metadata)."""
-        import json
-
         try:
             meta = json.loads(data)
         except ValueError:
-            return  # (Zarr reports it; a document of the manifest was checked above)
-        codecs = meta.get("codecs") if isinstance(meta, dict) else None
-        if meta.get("node_type") == "array" and isinstance(codecs, list) and codecs:
-            last = codecs[-1]
-            if isinstance(last, dict) and last.get("name") == "crc32c":
-                self._checked.add(key[: -len(METADATA)].rstrip("/"))
+            return False  # (Zarr reports it; a document of the manifest was checked above)
+        if not isinstance(meta, dict) or meta.get("node_type") != "array":
+            return False
+        codecs = meta.get("codecs")
+        if isinstance(codecs, list) and codecs and codecs[-1] == {"name": "crc32c"}:
+            self._checked.add(key[: -len(METADATA)].rstrip("/"))
+            return True
+        return False
+
+
+def _without_checksum(document: bytes) -> bytes:
+    """An array's metadata without its last codec, the CRC-32C (checked here)."""
+    meta = json.loads(document)
+    meta["codecs"] = meta["codecs"][:-1]
+    return json.dumps(meta).encode()
 
 
 def _array_of(key: str) -> str:

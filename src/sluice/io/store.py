@@ -458,8 +458,9 @@ class ZarrSink:
         record = sink._commit_record()
         manifest = None if record is None else record.get("metadata")
         integrity = _integrity()
-        if manifest is not None:
-            integrity.check_metadata(path, manifest, path / COMMIT)
+        documents = (
+            {} if manifest is None else integrity.check_metadata(path, manifest, path / COMMIT)
+        )
         if not _is_sluice_store(path):
             raise StoreError(
                 f"{path} is not a sluice store (no sluice metadata in {path / 'zarr.json'})"
@@ -507,8 +508,7 @@ class ZarrSink:
         if "posterior" not in sink._arrays and (path / COMMIT).exists():
             raise StoreError(f"{path} is damaged: it has a checkpoint but no posterior group")
         if manifest is not None:
-            with _quiet_zarr():
-                committed = integrity.committed_chunks(root, LAYOUT_GROUPS, sink.draws_done())
+            committed = integrity.committed_chunks(documents, LAYOUT_GROUPS, sink.draws_done())
             integrity.check_present(path, committed)
             if writable:
                 integrity.check_chunks(path, committed)
