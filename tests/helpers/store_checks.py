@@ -57,7 +57,7 @@ def reseal(store: Path) -> None:
         file.relative_to(store).as_posix(): [zlib.crc32(file.read_bytes())]
         for file in sorted(store.rglob("zarr.json"))
     }
-    _write_record(store, record)
+    write_commit_record(store, record)
 
 
 def as_older_format(store: Path, version: int) -> None:
@@ -78,10 +78,10 @@ def as_older_format(store: Path, version: int) -> None:
     record = json.loads((store / COMMIT).read_text())
     for field in ("version", "metadata", "summary"):
         record.pop(field, None)
-    _write_record(store, record)
+    write_commit_record(store, record)
 
 
-def _write_record(store: Path, record: dict) -> None:
+def write_commit_record(store: Path, record: dict) -> None:
     """A commit record with the CRC-32 of its other fields (the documented layout)."""
     fields = {k: v for k, v in record.items() if k != "crc32"}
     crc = zlib.crc32(json.dumps(fields, sort_keys=True).encode())

@@ -21,7 +21,13 @@ import numpy as np
 import pytest
 from tests.helpers import store_child as child
 from tests.helpers.power_cut import Disk
-from tests.helpers.store_checks import as_older_format, assert_same_run, reference_run, reseal
+from tests.helpers.store_checks import (
+    as_older_format,
+    assert_same_run,
+    reference_run,
+    reseal,
+    write_commit_record,
+)
 
 import sluice
 from sluice.apps.cli import main as cli_main
@@ -145,12 +151,16 @@ def test_damaged_commit_records_are_refused_by_name(tmp_path):
     ):
         with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: checksum mismatch"):
             action()
-    for field, lacks in (("crc32", "checksum"), ("metadata", "manifest of the metadata")):
-        record = json.loads(good)
-        del record[field]  # a record of this format without it is damaged, not trusted
-        commit.write_text(json.dumps(record))
-        with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: it has no {lacks}"):
-            sluice.open(store)
+    record = json.loads(good)
+    del record["crc32"]  # a record of this format without its checksum is damaged
+    commit.write_text(json.dumps(record))
+    with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: it has no checksum"):
+        sluice.open(store)
+    record = json.loads(good)
+    del record["metadata"]  # without its manifest, even under a valid checksum
+    write_commit_record(store, record)
+    with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: it has no manifest"):
+        sluice.open(store)
     commit.write_text(good[: len(good) // 2])  # truncated
     with pytest.raises(StoreError, match=rf"{COMMIT} is damaged and cannot be read"):
         sluice.open(store)
