@@ -232,5 +232,5 @@ def test_the_cli_reports_damage_in_one_line(stores, tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and str(chunk) in err and "Traceback" not in err
     chunk.unlink()
-    assert main(["summary", str(store)]) == 2
+    assert main(["summary", "--arviz", str(store)]) == 2
     assert f"{chunk} is missing" in capsys.readouterr().err

@@ -11,12 +11,13 @@ In a store of format 3 (:mod:`sluice.io.store`):
   ``zarr.json`` of the store, as the run created it.
 
 Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
-metadata document against the manifest and each chunk against its checksum as Zarr
-reads it, and raises a :class:`StoreError` naming the file. Read-only, it hands
-Zarr each checked chunk without its checksum (and the arrays' metadata without the
-codec), so that a chunk's CRC-32C is computed once per read, not twice. Opening a store checks the
-manifest and that every committed chunk has a file (one listing of the store);
-resuming one reads every committed chunk once (:func:`check_chunks`).
+metadata document against the manifest, and each chunk against its checksum (and
+that one of the committed region exists) as Zarr reads it, and raises a
+:class:`StoreError` naming the file. Read-only, it hands Zarr each checked chunk
+without its checksum (and the arrays' metadata without the codec), so that a
+chunk's CRC-32C is computed once per read, not twice. Opening a store checks the
+manifest; resuming one also reads every committed chunk once (:func:`check_chunks`),
+so that a run never continues on damaged draws.
 
 This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
 so that ``import sluice`` does not.
@@ -43,7 +44,6 @@ __all__ = [
     "CheckedStore",
     "check_chunks",
     "check_metadata",
-    "check_present",
     "committed_chunks",
     "metadata_digests",
     "resized_digest",
@@ -129,28 +129,6 @@ def committed_chunks(
     return keys
 
 
-def check_present(root: Path, keys: set[str]) -> None:
-    """Every committed chunk has a file (one listing of each directory holding one)."""
-    listed: dict[str, set[str]] = {}
-    missing = []
-    for key in keys:
-        parent, _, name = key.rpartition("/")
-        if parent not in listed:
-            try:
-                listed[parent] = set(os.listdir(root / parent))
-            except FileNotFoundError:
-                listed[parent] = set()
-        if name not in listed[parent]:
-            missing.append(key)
-    missing.sort()
-    if missing:
-        more = f" (and {len(missing) - 1} more chunk files)" if len(missing) > 1 else ""
-        raise StoreError(
-            f"{root / missing[0]} is missing{more}: it held committed values, which are "
-            "lost; the store cannot restore them (sample the run again)"
-        )
-
-
 def check_chunks(root: Path, keys: set[str]) -> None:
     """Read every committed chunk once and check its CRC-32C (before a resume writes
     on top of them)."""
@@ -162,10 +140,12 @@ def check_chunks(root: Path, keys: set[str]) -> None:
 class CheckedStore(WrapperStore):
     """A Zarr store that checks what Zarr reads from the wrapped one.
 
-    A ``zarr.json`` of the manifest must exist and have a recorded CRC-32; a chunk of
-    an array with the ``crc32c`` codec must match its checksum, and one of the
-    committed region (``committed``) must exist. Failures are :class:`StoreError`
-    naming the file.
+    A ``zarr.json`` of the manifest must exist and have a recorded CRC-32. A chunk of
+    an array whose codecs end with the CRC-32C must match its checksum, and must exist
+    where it holds committed values: every chunk of an array, except that the arrays
+    of ``draw_groups`` laid out ``(chain, draw, ...)`` hold ``draws`` committed draws
+    per chain (``None``: nothing committed). Failures are :class:`StoreError` naming
+    the file.
     """
 
     def __init__(
@@ -173,16 +153,20 @@ class CheckedStore(WrapperStore):
         store: Any,
         root: Path,
         manifest: dict[str, list[int]] | None = None,
-        committed: set[str] | None = None,
         record: Path | None = None,
+        draws: int | None = None,
+        draw_groups: Iterable[str] = (),
     ) -> None:
         super().__init__(store)
         self.root, self.manifest, self.record = Path(root), manifest, record
-        self.committed = committed if committed is not None else set()
-        self._checked: set[str] = set()  # paths of the arrays whose chunks carry a CRC-32C
+        self.draws, self.draw_groups = draws, tuple(draw_groups)
+        # the arrays whose chunks carry a CRC-32C: {path: draws per chunk, 0 if no draws}
+        self._checked: dict[str, int] = {}
 
     def _with_store(self, store: Any) -> CheckedStore:
-        other = type(self)(store, self.root, self.manifest, self.committed, self.record)
+        other = type(self)(
+            store, self.root, self.manifest, self.record, self.draws, self.draw_groups
+        )
         other._checked = self._checked
         return other
 
@@ -190,21 +174,25 @@ class CheckedStore(WrapperStore):
         value = await self._store.get(key, prototype, byte_range)
         if byte_range is not None:
             return value  # (sluice reads whole chunks; a part cannot be checked)
-        file = self.root / key
         if key == METADATA or key.endswith("/" + METADATA):
             data = None if value is None else value.to_bytes()
             if self.manifest is not None and key in self.manifest:
-                _check_document(file, data, self.manifest[key], self.record)
+                _check_document(self.root / key, data, self.manifest[key], self.record)
             if data is not None and self._learn(key, data) and self.read_only:
                 return prototype.buffer.from_bytes(_without_checksum(data))
             return value
-        if _array_of(key) in self._checked:
+        array, index = _chunk_of(key)
+        if array in self._checked:
+            per_chunk = self._checked[array]
+            committed = self.draws is not None and (
+                per_chunk == 0 or index[1] * per_chunk < self.draws
+            )
             if value is None:
-                if key in self.committed:
-                    _check_chunk(file, None, committed=True)
+                if committed:
+                    _check_chunk(self.root / key, None, committed=True)
                 return value
             data = value.as_numpy_array()
-            _check_chunk(file, data, committed=key in self.committed)
+            _check_chunk(self.root, data, committed=committed, key=key)
             if self.read_only:  # checked once: Zarr reads it without the checksum
                 return prototype.buffer.from_array_like(data[:-4])
         return value
@@ -225,10 +213,13 @@ class CheckedStore(WrapperStore):
         if not isinstance(meta, dict) or meta.get("node_type") != "array":
             return False
         codecs = meta.get("codecs")
-        if isinstance(codecs, list) and codecs and codecs[-1] == {"name": "crc32c"}:
-            self._checked.add(key[: -len(METADATA)].rstrip("/"))
-            return True
-        return False
+        if not (isinstance(codecs, list) and codecs and codecs[-1] == {"name": "crc32c"}):
+            return False
+        path = key[: -len(METADATA)].rstrip("/")
+        names = tuple(meta.get("dimension_names") or ())
+        draws = path.split("/")[0] in self.draw_groups and names[:2] == ("chain", "draw")
+        self._checked[path] = meta["chunk_grid"]["configuration"]["chunk_shape"][1] if draws else 0
+        return True
 
 
 def _without_checksum(document: bytes) -> bytes:
@@ -238,14 +229,16 @@ def _without_checksum(document: bytes) -> bytes:
     return json.dumps(meta).encode()
 
 
-def _array_of(key: str) -> str:
-    """The array path of a chunk key of Zarr's default encoding (``x/c/0/1``)."""
+def _chunk_of(key: str) -> tuple[str, tuple[int, ...]]:
+    """The array path and chunk index of a chunk key of Zarr's default encoding
+    (``posterior/x/c/0/1/0``); ``("", ())`` for another key."""
     parts = key.split("/")
+    index = []
     while parts and parts[-1].isdigit():
-        parts.pop()
+        index.append(int(parts.pop()))
     if not parts or parts[-1] != "c":
-        return ""
-    return "/".join(parts[:-1])
+        return "", ()
+    return "/".join(parts[:-1]), tuple(reversed(index))
 
 
 def _read(file: Path) -> bytes | None:
@@ -271,14 +264,16 @@ def _check_document(file: Path, data: bytes | None, accepted: list[int], record:
         )
 
 
-def _check_chunk(file: Path, data: Any, committed: bool) -> None:
-    """A chunk's bytes end with the CRC-32C of the rest; ``None``: no file."""
+def _check_chunk(file: Path, data: Any, committed: bool, key: str | None = None) -> None:
+    """A chunk's bytes end with the CRC-32C of the rest; ``None``: no file. The file is
+    ``file``, or ``file / key`` (joined only to name it)."""
     if data is not None:
         data = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
         if len(data) >= 4:
             stored = int.from_bytes(bytes(data[-4:]), "little")
             if google_crc32c.value(data[:-4]) == stored:
                 return
+    file = file if key is None else file / key
     problem = "is missing" if data is None else "is damaged (its checksum does not match)"
     if committed:
         raise StoreError(

@@ -443,11 +443,11 @@ class ZarrSink:
         read-only (``writable=False``: stores of formats 1 and 2 too, unchecked).
 
         A store of format 3 is checked first (:mod:`sluice.io.integrity`): its
-        metadata against its commit record's manifest, and that every committed chunk
-        has a file. ``writable=True`` also reads every committed chunk once and checks
-        its checksum: a resume never builds on damaged draws. Reads through the
-        store's arrays check each chunk read. Damage is a :class:`StoreError` naming
-        the file."""
+        metadata against its commit record's manifest. ``writable=True`` also reads
+        every committed chunk once and checks that it exists and matches its
+        checksum: a resume never builds on damaged draws. Reads through the store's
+        arrays check each chunk read (a missing one of the committed draws too).
+        Damage is a :class:`StoreError` naming the file."""
         import zarr
         from zarr.storage import LocalStore
 
@@ -465,9 +465,11 @@ class ZarrSink:
             raise StoreError(
                 f"{path} is not a sluice store (no sluice metadata in {path / 'zarr.json'})"
             )
+        draws = None if record is None else sink.draws_done()  # committed, per chain
         store = integrity.CheckedStore(
-            LocalStore(path, read_only=not writable), path, manifest, record=path / COMMIT
-        )
+            LocalStore(path, read_only=not writable), path, manifest, path / COMMIT, draws,
+            LAYOUT_GROUPS,
+        )  # fmt: skip
         try:
             root = zarr.open_group(store, mode="r+" if writable else "r", zarr_format=3)
             meta = root.attrs["sluice"]
@@ -507,12 +509,9 @@ class ZarrSink:
             raise StoreError(f"{path} is damaged: {error}") from error
         if "posterior" not in sink._arrays and (path / COMMIT).exists():
             raise StoreError(f"{path} is damaged: it has a checkpoint but no posterior group")
-        if manifest is not None:
-            committed = integrity.committed_chunks(documents, LAYOUT_GROUPS, sink.draws_done())
-            integrity.check_present(path, committed)
-            if writable:
-                integrity.check_chunks(path, committed)
-            store.committed.update(committed)
+        if manifest is not None and writable and draws is not None:
+            committed = integrity.committed_chunks(documents, LAYOUT_GROUPS, draws)
+            integrity.check_chunks(path, committed)  # a resume never builds on damage
         return sink
 
     def description(self) -> dict[str, Any]:
