@@ -35,32 +35,38 @@ from typing import Any
 
 import google_crc32c
 import numpy as np
-from zarr.codecs import Crc32cCodec
+from zarr.codecs import Crc32cCodec, ZstdCodec
 from zarr.storage import WrapperStore
 
 from sluice.io.checkpoint import StoreError
 
 __all__ = [
     "CheckedStore",
+    "array_options",
     "check_chunks",
     "check_metadata",
+    "checked_store",
     "committed_chunks",
     "metadata_digests",
     "resized_digest",
-    "with_checksum",
 ]
 
 METADATA = "zarr.json"
 
 
-def with_checksum(compressors: Any) -> tuple[Any, ...]:
-    """The codecs after an array's serializer: ``compressors`` (``None``, one codec or a
-    sequence of them), then the CRC-32C of the chunk's final bytes."""
+def array_options(compressors: Any = "zstd") -> dict[str, Any]:
+    """``create_array`` options of every array sluice writes: the codecs after its
+    serializer, ``compressors`` (``None``: none; one codec or a sequence; ``"zstd"``:
+    Zarr's default for arrays written whole), then the CRC-32C of the chunk's final
+    bytes; and chunks of fill values written too, so that a missing chunk file is
+    damage."""
+    if compressors == "zstd":
+        compressors = ZstdCodec(level=0)
     if compressors is None:
         compressors = ()
     elif not isinstance(compressors, list | tuple):
         compressors = (compressors,)
-    return (*compressors, Crc32cCodec())
+    return {"compressors": (*compressors, Crc32cCodec()), "config": {"write_empty_chunks": True}}
 
 
 def document_digest(data: bytes) -> int:
@@ -137,6 +143,23 @@ def check_chunks(root: Path, keys: set[str]) -> None:
         _check_chunk(file, _read(file), committed=True)
 
 
+def checked_store(
+    root: Path, record: dict[str, Any] | None, record_path: Path, writable: bool,
+    draw_groups: Iterable[str],
+) -> CheckedStore:  # fmt: skip
+    """The store to open ``root`` through, its manifest (the commit ``record``'s, if it
+    has one) checked first. Its ``draws`` (committed, per chain) are the caller's to
+    set once the record is known to be sound."""
+    from zarr.storage import LocalStore
+
+    manifest = None if record is None else record.get("metadata")
+    store = CheckedStore(LocalStore(root, read_only=not writable), root, manifest,
+                         record_path, None, draw_groups)  # fmt: skip
+    if manifest is not None:
+        store.documents = check_metadata(root, manifest, record_path)
+    return store
+
+
 class CheckedStore(WrapperStore):
     """A Zarr store that checks what Zarr reads from the wrapped one.
 
@@ -162,12 +185,19 @@ class CheckedStore(WrapperStore):
         self.draws, self.draw_groups = draws, tuple(draw_groups)
         # the arrays whose chunks carry a CRC-32C: {path: draws per chunk, 0 if no draws}
         self._checked: dict[str, int] = {}
+        self.documents: dict[str, dict[str, Any]] = {}  # the manifest's arrays' metadata
+
+    def check_committed(self) -> None:
+        """Read every committed chunk once and check that it exists and matches its
+        checksum (what a resume does before it writes)."""
+        if self.manifest is not None and self.draws is not None:
+            check_chunks(self.root, committed_chunks(self.documents, self.draw_groups, self.draws))
 
     def _with_store(self, store: Any) -> CheckedStore:
         other = type(self)(
             store, self.root, self.manifest, self.record, self.draws, self.draw_groups
         )
-        other._checked = self._checked
+        other._checked, other.documents = self._checked, self.documents
         return other
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:

@@ -265,7 +265,7 @@ class ZarrSink:
                     dtype=dtype,
                     fill_value=fill,
                     dimension_names=("chain", "draw", *dim_names(name, len(shape), layout.dims)),
-                    **_checked_array(self.compressors),
+                    **_integrity().array_options(self.compressors),
                 )
         for group, values in (layout.constant_groups or {}).items():
             g = root.create_group(group)
@@ -275,7 +275,7 @@ class ZarrSink:
                     name,
                     data=value,
                     dimension_names=dim_names(name, value.ndim, layout.dims),
-                    **_checked_array(),
+                    **_integrity().array_options(),
                 )
         self._write_coords(root, layout)
         _sync_tree(self.path)  # the empty store is on disk before any draw
@@ -294,12 +294,12 @@ class ZarrSink:
                     if values.dtype.kind in "UO":  # variable-length text has a Zarr v3 spec
                         text = group.create_array(
                             dim, shape=values.shape, dtype=str, dimension_names=(dim,),
-                            **_checked_array(),
+                            **_integrity().array_options(),
                         )  # fmt: skip
                         text[:] = values.astype(object)
                     else:
                         group.create_array(
-                            dim, data=values, dimension_names=(dim,), **_checked_array()
+                            dim, data=values, dimension_names=(dim,), **_integrity().array_options()
                         )
 
     @staticmethod
@@ -309,7 +309,7 @@ class ZarrSink:
                 name,
                 data=np.arange(size, dtype=np.int64),
                 dimension_names=(name,),
-                **_checked_array(),
+                **_integrity().array_options(),
             )
 
     # -- writing ---------------------------------------------------------------
@@ -449,27 +449,18 @@ class ZarrSink:
         arrays check each chunk read (a missing one of the committed draws too).
         Damage is a :class:`StoreError` naming the file."""
         import zarr
-        from zarr.storage import LocalStore
 
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no store at {path}")
         sink = cls(path)
         record = sink._commit_record()
-        manifest = None if record is None else record.get("metadata")
-        integrity = _integrity()
-        documents = (
-            {} if manifest is None else integrity.check_metadata(path, manifest, path / COMMIT)
-        )
+        store = _integrity().checked_store(path, record, path / COMMIT, writable, LAYOUT_GROUPS)
         if not _is_sluice_store(path):
             raise StoreError(
                 f"{path} is not a sluice store (no sluice metadata in {path / 'zarr.json'})"
             )
-        draws = None if record is None else sink.draws_done()  # committed, per chain
-        store = integrity.CheckedStore(
-            LocalStore(path, read_only=not writable), path, manifest, path / COMMIT, draws,
-            LAYOUT_GROUPS,
-        )  # fmt: skip
+        store.draws = None if record is None else sink.draws_done()  # committed, per chain
         try:
             root = zarr.open_group(store, mode="r+" if writable else "r", zarr_format=3)
             meta = root.attrs["sluice"]
@@ -480,18 +471,16 @@ class ZarrSink:
         version = meta.get("version")
         readable = (VERSION,) if writable else READABLE_VERSIONS
         if version not in readable:
-            if writable and version in READABLE_VERSIONS:
-                hint = (
-                    f"continues format {VERSION} only, whose chunks carry checksums: finish "
-                    "the run with the sluice that started it, or sample it again"
-                )
-            else:
-                hint = f"reads formats {READABLE_VERSIONS}"
+            hint = (f"continues format {VERSION} only, whose chunks carry checksums: finish the "
+                    "run with the sluice that started it, or sample it again"
+                    if writable and version in READABLE_VERSIONS
+                    else f"reads formats {READABLE_VERSIONS}")  # fmt: skip
             raise StoreError(
                 f"{path} was written in store format {version} ({path / 'zarr.json'}); "
                 f"this sluice {hint}"
             )
-        sink.model_source, sink._root, sink._manifest = meta.get("model_source"), root, manifest
+        sink._root, sink._manifest = root, store.manifest
+        sink.model_source = meta.get("model_source")
         try:
             with _quiet_zarr():
                 sink._arrays = {
@@ -509,9 +498,8 @@ class ZarrSink:
             raise StoreError(f"{path} is damaged: {error}") from error
         if "posterior" not in sink._arrays and (path / COMMIT).exists():
             raise StoreError(f"{path} is damaged: it has a checkpoint but no posterior group")
-        if manifest is not None and writable and draws is not None:
-            committed = integrity.committed_chunks(documents, LAYOUT_GROUPS, draws)
-            integrity.check_chunks(path, committed)  # a resume never builds on damage
+        if writable:
+            store.check_committed()  # a resume never builds on damaged draws
         return sink
 
     def description(self) -> dict[str, Any]:
@@ -547,7 +535,7 @@ class ZarrSink:
             raise StoreError(f"{path} is not a sluice commit record")
         if "crc32" not in record or not isinstance(record.get("metadata"), dict):
             # records of format 3 carry both; older ones may lack them
-            if "version" in record or "metadata" in record or self._root_version() >= 3:
+            if "version" in record or "metadata" in record or self._root_version() >= CHECKED_FROM:
                 lacks = "checksum" if "crc32" not in record else "manifest of the metadata"
                 raise StoreError(f"the commit record {path} is damaged: it has no {lacks}")
         missing = [k for k in ("next_iteration", "parity", "process_count", "sequence")
@@ -750,20 +738,6 @@ def _integrity() -> Any:
     from sluice.io import integrity
 
     return integrity
-
-
-def _checked_array(compressors: Any = "zstd") -> dict[str, Any]:
-    """``create_array`` options of every array sluice writes: ``compressors`` (``None``:
-    none; ``"zstd"``: Zarr's default for arrays written whole), then a CRC-32C of each
-    chunk; chunks of fill values are written too, so that a missing chunk file is damage."""
-    if compressors == "zstd":
-        from zarr.codecs import ZstdCodec
-
-        compressors = ZstdCodec(level=0)
-    return {
-        "compressors": _integrity().with_checksum(compressors),
-        "config": {"write_empty_chunks": True},
-    }
 
 
 def _versions() -> dict[str, str]:
