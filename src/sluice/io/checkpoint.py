@@ -90,7 +90,9 @@ class Checkpoint:
             meta, carry = read_record(path)
         except Exception as error:  # OS, JSON, length or checksum errors: all mean "damaged"
             raise StoreError(
-                f"the checkpoint {path} is damaged and cannot be read: {error}"
+                f"the checkpoint {path} is damaged and cannot be read: {error}; the draws "
+                "committed so far can still be read (sluice.open), but the run cannot "
+                "continue from it"
             ) from error
         if meta.get("format") != FORMAT:
             raise StoreError(f"{path} is not a sluice checkpoint")
