@@ -3,12 +3,18 @@
 overhead  Sampling time with ZarrSink vs the memory sink on a 10,000-dim
           Gaussian, alternated in one process (the compiled program is shared),
           several repetitions, median ratio. Goal: at most 1.10.
+read      The cost of the checksums (sluice.io.integrity) on reading a finished
+          store: `sluice.open` and every variable read, of a store of format 3
+          and of the same store without its checksums (format 2: chunks without
+          their CRC-32C, no manifest), alternated, medians. Goal: at most 1.10.
+          Also the check a resume makes first (every committed chunk read once).
 big       A run whose draws exceed this machine's RAM (default 50,000-dim,
           4 chains, 40,000 draws = 32 GB of float32 draws) in a fresh
           subprocess; reports peak RSS (goal: under 2 GB), wall time and the
           store's size on disk. The store is deleted afterwards unless --keep.
 
     python bench/store.py overhead [--dim 10000 --draws 2000 --reps 5]
+    python bench/store.py read [--dim 1000 --draws 2000 --reps 5]
     python bench/store.py big [--dim 50000 --draws 40000 --out /tmp/big.zarr]
 """
 
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +89,74 @@ def overhead(args: argparse.Namespace) -> dict:
         "median_ratio_zarr_over_memory": statistics.median(ratios),
         "zarr_write_MB_per_s": draw_bytes / 1e6 / statistics.median(times["zarr"]),
     }
+
+
+def read_cost(args: argparse.Namespace) -> dict:
+    import sluice
+    from sluice.io.store import ZarrSink
+
+    def read(path: Path) -> float:
+        t0 = time.perf_counter()
+        idata = sluice.open(path)
+        for group in idata.groups():
+            for variable in idata[group].data_vars.values():
+                variable.values  # noqa: B018 (read)
+        return time.perf_counter() - t0
+
+    times: dict[str, list[float]] = {"checked": [], "unchecked": [], "resume_check": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {"checked": Path(tmp) / "checked.zarr", "unchecked": Path(tmp) / "unchecked.zarr"}
+        sluice.sample(gaussian(args.dim), chains=args.chains, warmup=args.warmup,
+                      draws=args.draws, chunk_size=args.chunk_size, seed=3,
+                      sink=ZarrSink(paths["checked"]), progress=False)  # fmt: skip
+        shutil.copytree(paths["checked"], paths["unchecked"])
+        _without_checksums(paths["unchecked"])
+        for path in paths.values():
+            read(path)  # imports, and both in the page cache
+        for rep in range(args.reps):
+            for kind in ("checked", "unchecked") if rep % 2 == 0 else ("unchecked", "checked"):
+                times[kind].append(read(paths[kind]))
+            t0 = time.perf_counter()
+            ZarrSink.open_existing(paths["checked"], writable=True)  # what resume checks
+            times["resume_check"].append(time.perf_counter() - t0)
+        size = sum(f.stat().st_size for f in paths["checked"].rglob("*") if f.is_file())
+    ratios = [c / u for c, u in zip(times["checked"], times["unchecked"], strict=True)]
+    return {
+        "benchmark": "store-read",
+        "dim": args.dim,
+        "chains": args.chains,
+        "draws": args.draws,
+        "chunk_size": args.chunk_size,
+        "store_bytes": size,
+        **{f"{kind}_s": values for kind, values in times.items()},
+        "median_checked_s": statistics.median(times["checked"]),
+        "median_unchecked_s": statistics.median(times["unchecked"]),
+        "median_ratio_checked_over_unchecked": statistics.median(ratios),
+        "median_resume_check_s": statistics.median(times["resume_check"]),
+    }
+
+
+def _without_checksums(store: Path) -> None:
+    """Rewrite ``store`` as format 2 wrote it: chunks without their CRC-32C, a commit
+    record without a manifest (read unchecked)."""
+    for file in store.rglob("zarr.json"):
+        meta = json.loads(file.read_text())
+        if meta["node_type"] == "array" and meta["codecs"][-1] == {"name": "crc32c"}:
+            meta["codecs"] = meta["codecs"][:-1]
+            chunks = file.parent / "c"
+            for chunk in [chunks] if chunks.is_file() else chunks.rglob("*"):
+                if chunk.is_file():
+                    chunk.write_bytes(chunk.read_bytes()[:-4])
+        if file.parent == store:
+            meta["attributes"]["sluice"]["version"] = 2
+        file.write_text(json.dumps(meta))
+    commit = store / "sluice-commit.json"
+    record = json.loads(commit.read_text())
+    fields = {
+        k: v for k, v in record.items() if k not in ("version", "metadata", "summary", "crc32")
+    }
+    fields["crc32"] = zlib.crc32(json.dumps(fields, sort_keys=True).encode())
+    commit.write_text(json.dumps(fields))
 
 
 def big_child(args: argparse.Namespace) -> dict:
@@ -157,7 +232,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", choices=["overhead", "big", "big-child"])
+    parser.add_argument("what", choices=["overhead", "read", "big", "big-child"])
     parser.add_argument("--dim", type=int, default=None)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=None)
@@ -172,6 +247,10 @@ def main() -> None:
         args.dim, args.warmup = args.dim or 10_000, args.warmup or 300
         args.draws, args.chunk_size = args.draws or 2000, args.chunk_size or 200
         result = overhead(args)
+    elif args.what == "read":
+        args.dim, args.warmup = args.dim or 1000, args.warmup or 200
+        args.draws, args.chunk_size = args.draws or 2000, args.chunk_size or 200
+        result = read_cost(args)
     else:
         args.dim, args.warmup, args.draws = (
             args.dim or 50_000,

@@ -1,7 +1,10 @@
-"""Checks shared by the store tests: a resumed store equals an uninterrupted run."""
+"""Checks shared by the store tests: a resumed store equals an uninterrupted run; and
+stores edited on purpose (a test's tampering, a store of an older format)."""
 
 from __future__ import annotations
 
+import json
+import zlib
 from pathlib import Path
 
 import jax
@@ -9,7 +12,7 @@ import numpy as np
 from tests.helpers import store_child as child
 
 import sluice
-from sluice.io.store import ZarrSink
+from sluice.io.store import COMMIT, ZarrSink
 
 
 def reference_run():
@@ -44,3 +47,42 @@ def assert_same_run(store: Path, reference) -> None:
         np.testing.assert_array_equal(a, b)  # the default statistics resume exactly too
     assert resumed.info.num_gradients == reference.info.num_gradients
     assert resumed.info.num_divergent == reference.info.num_divergent
+
+
+def reseal(store: Path) -> None:
+    """List the store's metadata documents as they are now in its commit record: what an
+    edit of a store must do to pass as undamaged (the record holds their CRC-32s)."""
+    record = json.loads((store / COMMIT).read_text())
+    record["metadata"] = {
+        file.relative_to(store).as_posix(): [zlib.crc32(file.read_bytes())]
+        for file in sorted(store.rglob("zarr.json"))
+    }
+    write_commit_record(store, record)
+
+
+def as_older_format(store: Path, version: int) -> None:
+    """Make ``store`` what a sluice of store format ``version`` (1 or 2) wrote: chunks
+    without their CRC-32C, a commit record without a version or manifest."""
+    for file in store.rglob("zarr.json"):
+        meta = json.loads(file.read_text())
+        if meta["node_type"] == "array":
+            assert meta["codecs"][-1] == {"name": "crc32c"}
+            meta["codecs"] = meta["codecs"][:-1]
+            chunks = file.parent / "c"
+            for chunk in [chunks] if chunks.is_file() else chunks.rglob("*"):
+                if chunk.is_file():
+                    chunk.write_bytes(chunk.read_bytes()[:-4])
+        if file.parent == store:
+            meta["attributes"]["sluice"]["version"] = version
+        file.write_text(json.dumps(meta))
+    record = json.loads((store / COMMIT).read_text())
+    for field in ("version", "metadata", "summary"):
+        record.pop(field, None)
+    write_commit_record(store, record)
+
+
+def write_commit_record(store: Path, record: dict) -> None:
+    """A commit record with the CRC-32 of its other fields (the documented layout)."""
+    fields = {k: v for k, v in record.items() if k != "crc32"}
+    crc = zlib.crc32(json.dumps(fields, sort_keys=True).encode())
+    (store / COMMIT).write_text(json.dumps({**fields, "crc32": crc}))

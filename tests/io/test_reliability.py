@@ -21,7 +21,13 @@ import numpy as np
 import pytest
 from tests.helpers import store_child as child
 from tests.helpers.power_cut import Disk
-from tests.helpers.store_checks import assert_same_run, reference_run
+from tests.helpers.store_checks import (
+    as_older_format,
+    assert_same_run,
+    reference_run,
+    reseal,
+    write_commit_record,
+)
 
 import sluice
 from sluice.apps.cli import main as cli_main
@@ -73,7 +79,7 @@ def _start_child(store: Path, **env: str) -> subprocess.Popen:
 
 
 # -- nobody in -------------------------------------------------------------------------------
-def test_a_tampered_store_runs_none_of_its_code(tmp_path):
+def test_a_tampered_store_runs_none_of_its_code(tmp_path, capsys):
     store = tmp_path / "run.zarr"
     assert cli_main(["sample", str(SCRIPT), "--draws", "20", "--warmup", "20", "--chunk-size",
                      "10", "--out", str(store), "--quiet"]) == 0  # fmt: skip
@@ -84,6 +90,7 @@ def test_a_tampered_store_runs_none_of_its_code(tmp_path):
     digest = __import__("hashlib").sha256(evil.read_bytes()).hexdigest()
     meta["attributes"]["sluice"]["model_source"] = {"script": str(evil), "sha256": digest}
     (store / "zarr.json").write_text(json.dumps(meta))
+    reseal(store)  # a deliberate edit: its checksums recomputed, so only the hash refuses
 
     with pytest.raises(TypeError, match="needs the run's model"):
         sluice.resume(store)  # a store never names the code to run
@@ -92,6 +99,7 @@ def test_a_tampered_store_runs_none_of_its_code(tmp_path):
     # naming the real model: refused (its hash is not the recorded one), nothing runs
     assert cli_main(["resume", str(store), "--model", str(SCRIPT), "--quiet"]) == 2
     assert not marker.exists()
+    assert "sha256" in capsys.readouterr().err.lower()
 
 
 def test_a_second_writer_is_refused_while_the_first_runs(tmp_path, reference):
@@ -143,6 +151,16 @@ def test_damaged_commit_records_are_refused_by_name(tmp_path):
     ):
         with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: checksum mismatch"):
             action()
+    record = json.loads(good)
+    del record["crc32"]  # a record of this format without its checksum is damaged
+    commit.write_text(json.dumps(record))
+    with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: it has no checksum"):
+        sluice.open(store)
+    record = json.loads(good)
+    del record["metadata"]  # without its manifest, even under a valid checksum
+    write_commit_record(store, record)
+    with pytest.raises(StoreError, match=rf"{COMMIT} is damaged: it has no manifest"):
+        sluice.open(store)
     commit.write_text(good[: len(good) // 2])  # truncated
     with pytest.raises(StoreError, match=rf"{COMMIT} is damaged and cannot be read"):
         sluice.open(store)
@@ -229,8 +247,9 @@ def test_without_syncs_a_power_cut_would_lose_the_store(tmp_path):
                       **child.SETTINGS)  # fmt: skip
         index = disk.snapshot()
     survivor = disk.survivor(index, tmp_path / "cut")
-    draws = sluice.open(survivor).posterior["x"].values
-    assert np.isnan(draws).any(), "chunks not synced must not survive the cut"
+    # the chunks not synced are gone: the store says so (they would read as NaN)
+    with pytest.raises(StoreError, match=r"/c/\S+ is missing: .*committed values, which are lost"):
+        sluice.open(survivor).posterior["x"].values  # noqa: B018 (read)
 
 
 # -- versions ------------------------------------------------------------------------------
@@ -263,6 +282,7 @@ def test_a_jax_release_that_prints_the_model_differently_is_accepted(tmp_path, r
     model = meta["attributes"]["sluice"]["description"]["model"]
     model["program"], model["jax"] = "printed by another JAX", "0.9.9"
     meta_path.write_text(json.dumps(meta))
+    reseal(store)  # (the record lists the metadata's checksums)
 
     def other_log_density(p):  # same shapes and data, another function
         scales = jax.numpy.array([1.0, 2.0])
@@ -284,9 +304,15 @@ def test_reading_a_store_writes_nothing_and_reads_format_1(tmp_path):
     assert ZarrSink.open_existing(store, writable=False)._root.store.read_only
     after = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*")}
     assert before == after
+    expected = idata.posterior["x"].values
+    for version in (2, 1):  # stores of older sluice releases: no checksums, read as they are
+        as_older_format(store, version) if version == 2 else _set_version(store, version)
+        np.testing.assert_array_equal(sluice.open(store).posterior["x"].values, expected)
+        with pytest.raises(StoreError, match=rf"format {version} .*continues format 3 only"):
+            sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+
+
+def _set_version(store: Path, version: int) -> None:
     meta = json.loads((store / "zarr.json").read_text())
-    meta["attributes"]["sluice"]["version"] = 1  # a store of format 1 (.npz checkpoints)
+    meta["attributes"]["sluice"]["version"] = version
     (store / "zarr.json").write_text(json.dumps(meta))
-    assert sluice.open(store).posterior["x"].shape == (3, 20, 2)
-    with pytest.raises(StoreError, match="format 1; this sluice continues format 2 only"):
-        sluice.resume(store, child.model(), stats=child.STATS, progress=False)

@@ -96,6 +96,35 @@ def test_an_interrupted_run_resumes_to_the_same_stop(tmp_path, stopped):
     assert ZarrSink.open_existing(path, writable=False).stopped() == stopped.info.draws
 
 
+def test_a_crash_while_cutting_the_arrays_leaves_a_store_that_reads_the_same(
+    tmp_path, stopped, monkeypatch
+):
+    """The commit record says where the run stopped before the arrays are cut; killed
+    after cutting one array, the store passes its checks (each cut array's metadata is
+    recorded as it was and as it is once cut), reading it says that resuming finishes
+    the cut, and resuming does."""
+    import zarr
+
+    path, real, cut = tmp_path / "run.zarr", zarr.Array.resize, []
+
+    def resize(self, shape):
+        cut.append(self.path)
+        if len(cut) == 2:
+            raise KeyboardInterrupt
+        return real(self, shape)
+
+    monkeypatch.setattr(zarr.Array, "resize", resize)
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(model(), sink=ZarrSink(path), until=TARGET, progress=False, **SETTINGS)
+    monkeypatch.undo()
+    assert ZarrSink.open_existing(path, writable=False).stopped() == stopped.info.draws
+    with pytest.raises(StoreError, match=r"/zarr\.json still has .*finishes cutting"):
+        sluice.open(path)
+    sluice.resume(path, model(), progress=False)
+    idata = sluice.open(path, partial=False)
+    np.testing.assert_array_equal(idata.posterior["x"].values, stopped.draws["x"])
+
+
 def test_until_needs_the_default_statistics():
     with pytest.raises(ValueError, match="until"):
         sluice.sample(model(), until=TARGET, default_stats=False, progress=False, **SETTINGS)

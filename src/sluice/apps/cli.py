@@ -70,7 +70,7 @@ def _resume(args: argparse.Namespace) -> int:
     from sluice.io.store import ZarrSink
     from sluice.scripts import load_model_script
 
-    recorded = ZarrSink.open_existing(args.store).model_source or {}
+    recorded = ZarrSink.open_existing(args.store, writable=False).model_source or {}
     model = load_model_script(args.model, expected_sha256=recorded.get("sha256"))
     run = sluice.resume(args.store, model, progress=not args.quiet)
     _report(run, args.store)

@@ -37,7 +37,8 @@ __all__ = [
 ]
 
 FORMAT = "sluice-store"
-VERSION = 2  # of the store format; 2: checkpoints in this raw format instead of .npz
+VERSION = 3  # of the store format; 2: checkpoints in this raw format instead of .npz;
+# 3: every chunk and metadata document checked (sluice.io.integrity)
 
 
 class StoreError(ValueError):
@@ -89,7 +90,9 @@ class Checkpoint:
             meta, carry = read_record(path)
         except Exception as error:  # OS, JSON, length or checksum errors: all mean "damaged"
             raise StoreError(
-                f"the checkpoint {path} is damaged and cannot be read: {error}"
+                f"the checkpoint {path} is damaged and cannot be read: {error}; the draws "
+                "committed so far can still be read (sluice.open), but the run cannot "
+                "continue from it"
             ) from error
         if meta.get("format") != FORMAT:
             raise StoreError(f"{path} is not a sluice checkpoint")

@@ -26,8 +26,14 @@ rename, fsync of the directory). After a barrier, process 0 replaces the
 commit record the same way; the record carries a CRC-32 of its fields. A
 crash or power cut at any moment leaves the committed parity's files and
 every draw they cover on disk; draws written past the committed iteration
-are written again on resume. Damage (a truncated or altered checkpoint or
-commit record) is an error naming the file, never an empty store.
+are written again on resume.
+
+Every byte a reader trusts is checked (:mod:`sluice.io.integrity`): each chunk
+ends with a CRC-32C, every chunk of the committed region has a file, and the
+commit record lists a CRC-32 of every ``zarr.json``. Damage is a
+:class:`StoreError` naming the file, never a wrong value, a missing variable or
+an empty store. Stores of formats 1 and 2 (older sluice) carry no checksums:
+they are read as they are, unchecked, and not resumed.
 
 A store records its model's fingerprint, data hash and a few values of its
 functions, and sluice's and JAX's versions, but no code to run:
@@ -72,7 +78,9 @@ __all__ = [
 ]
 
 COMMIT = "sluice-commit.json"
-READABLE_VERSIONS = (1, 2)  # store formats open_store reads (1: .npz checkpoints)
+READABLE_VERSIONS = (1, 2, 3)  # store formats open_store reads (1: .npz checkpoints)
+CHECKED_FROM = 3  # the first store format whose chunks and metadata carry checksums
+LAYOUT_GROUPS = ("posterior", "sample_stats", "log_likelihood")  # laid out (chain, draw, ...)
 # Checkpoints of these sluice versions restore into this one (a test writes and
 # restores each: tests/io/test_reliability.py).
 COMPATIBLE_CHECKPOINTS = (__version__,)
@@ -163,6 +171,7 @@ class ZarrSink:
         self.durable = durable
         self._root: Any = None
         self._arrays: dict[str, dict[str, Any]] = {}
+        self._manifest: dict[str, list[int]] | None = None  # of the metadata (integrity)
         self._lock = StoreLock(self.path)
 
     # -- creating --------------------------------------------------------------
@@ -255,18 +264,22 @@ class ZarrSink:
                     chunks=(chain_chunk, draw_chunk, *shape),
                     dtype=dtype,
                     fill_value=fill,
-                    compressors=self.compressors,
                     dimension_names=("chain", "draw", *dim_names(name, len(shape), layout.dims)),
+                    **_integrity().array_options(self.compressors),
                 )
         for group, values in (layout.constant_groups or {}).items():
             g = root.create_group(group)
             for name, value in values.items():
                 value = np.asarray(value)
                 g.create_array(
-                    name, data=value, dimension_names=dim_names(name, value.ndim, layout.dims)
+                    name,
+                    data=value,
+                    dimension_names=dim_names(name, value.ndim, layout.dims),
+                    **_integrity().array_options(),
                 )
         self._write_coords(root, layout)
         _sync_tree(self.path)  # the empty store is on disk before any draw
+        self._manifest = _integrity().metadata_digests(self.path)  # what commits record
         self._root = root
         self.attach(layout)
 
@@ -280,16 +293,24 @@ class ZarrSink:
                 if used and dim not in group:
                     if values.dtype.kind in "UO":  # variable-length text has a Zarr v3 spec
                         text = group.create_array(
-                            dim, shape=values.shape, dtype=str, dimension_names=(dim,)
-                        )
+                            dim, shape=values.shape, dtype=str, dimension_names=(dim,),
+                            **_integrity().array_options(),
+                        )  # fmt: skip
                         text[:] = values.astype(object)
                     else:
-                        group.create_array(dim, data=values, dimension_names=(dim,))
+                        group.create_array(
+                            dim, data=values, dimension_names=(dim,), **_integrity().array_options()
+                        )
 
     @staticmethod
     def _coords(group: Any, chains: int, draws: int) -> None:
         for name, size in (("chain", chains), ("draw", draws)):
-            group.create_array(name, data=np.arange(size, dtype=np.int64), dimension_names=(name,))
+            group.create_array(
+                name,
+                data=np.arange(size, dtype=np.int64),
+                dimension_names=(name,),
+                **_integrity().array_options(),
+            )
 
     # -- writing ---------------------------------------------------------------
     def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
@@ -327,14 +348,15 @@ class ZarrSink:
         """Declare the checkpoint files of ``parity`` complete (process 0, after a barrier)."""
         record = {
             "format": FORMAT,
+            "version": VERSION,
             "next_iteration": checkpoint.next_iteration,
             "parity": parity,
             "process_count": process_count,
             "sequence": checkpoint.sequence,
+            "metadata": self._manifest,
         }
-        record["crc32"] = _record_crc(record)
         try:
-            atomic_write(self.path / COMMIT, json.dumps(record).encode())
+            self._write_record(record)
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
@@ -356,22 +378,38 @@ class ZarrSink:
         record = self._commit_record()
         if record is None or record["next_iteration"] - self._recorded_layout()["warmup"] != draws:
             raise StoreError(f"{self.path}: cannot mark {draws} draws per chain as the end")
-        record = {k: v for k, v in record.items() if k != "crc32"}
         record["stopped"] = int(draws)
-        record["crc32"] = _record_crc(record)
+        if self._manifest is not None:  # each cut array's document: as it is, or once cut
+            integrity = _integrity()
+            for array, shape in self._cut_arrays(draws):
+                name = f"{array.path}/zarr.json"
+                cut = integrity.resized_digest(array, shape)
+                self._manifest[name] = sorted({*self._manifest[name], cut})
+            record["metadata"] = self._manifest
         try:
-            atomic_write(self.path / COMMIT, json.dumps(record).encode())
+            self._write_record(record)
         except OSError as error:
             raise StoreWriteError(
                 error.errno, f"could not record the end of the run in {self.path}: {error}"
             ) from error
         with _quiet_zarr():
-            for group, names in self._arrays.items():
-                for name, array in names.items():
-                    array.resize((array.shape[0], draws, *array.shape[2:]))
-                    _fsync_file(self.path / group / name / "zarr.json")
-                self._root[group]["draw"].resize((draws,))
-                _fsync_file(self.path / group / "draw" / "zarr.json")
+            for array, shape in self._cut_arrays(draws):
+                array.resize(shape)
+                _fsync_file(self.path / array.path / "zarr.json")
+
+    def _cut_arrays(self, draws: int) -> list[tuple[Any, tuple[int, ...]]]:
+        """The arrays :meth:`stop` cuts to ``draws`` draws, with their new shapes: each
+        group's draws and its ``draw`` coordinate."""
+        with _quiet_zarr():
+            cut = [(a, (a.shape[0], draws, *a.shape[2:])) for n in self._arrays.values()
+                   for a in n.values()]  # fmt: skip
+            return cut + [(self._root[group]["draw"], (draws,)) for group in self._arrays]
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        """Replace the commit record (atomically), under a CRC-32 of its fields."""
+        record = {k: v for k, v in record.items() if k != "crc32"}
+        record["crc32"] = _record_crc(record)
+        atomic_write(self.path / COMMIT, json.dumps(record).encode())
 
     def stopped(self) -> int | None:
         """Draws per chain where ``until`` ended the run, if it did."""
@@ -385,6 +423,14 @@ class ZarrSink:
         from sluice.io.stored_summary import write_summary
 
         write_summary(self.path, result, draws)
+        record = self._commit_record()
+        if record is not None and record.get("version", 0) >= CHECKED_FROM:
+            self._write_record({**record, "summary": True})  # its absence is then damage
+
+    def kept_summary(self) -> bool:
+        """Whether the commit record says the run kept its summary in the store."""
+        record = self._commit_record()
+        return bool(record and record.get("summary"))
 
     def close(self) -> None:
         """Release the store's lock (the run is over, or failed)."""
@@ -394,40 +440,66 @@ class ZarrSink:
     @classmethod
     def open_existing(cls, path: str | os.PathLike, *, writable: bool = True) -> ZarrSink:
         """Reopen a store: to continue writing it (see :func:`sluice.resume`), or
-        read-only (``writable=False``: format 1 stores too)."""
+        read-only (``writable=False``: stores of formats 1 and 2 too, unchecked).
+
+        A store of format 3 is checked first (:mod:`sluice.io.integrity`): its
+        metadata against its commit record's manifest. ``writable=True`` also reads
+        every committed chunk once and checks that it exists and matches its
+        checksum: a resume never builds on damaged draws. Reads through the store's
+        arrays check each chunk read (a missing one of the committed draws too).
+        Damage is a :class:`StoreError` naming the file."""
         import zarr
 
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no store at {path}")
+        sink = cls(path)
+        record = sink._commit_record()
+        store = _integrity().checked_store(path, record, path / COMMIT, writable, LAYOUT_GROUPS)
         if not _is_sluice_store(path):
-            raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
+            raise StoreError(
+                f"{path} is not a sluice store (no sluice metadata in {path / 'zarr.json'})"
+            )
+        store.draws = None if record is None else sink.draws_done()  # committed, per chain
         try:
-            root = zarr.open_group(path, mode="r+" if writable else "r", zarr_format=3)
+            root = zarr.open_group(store, mode="r+" if writable else "r", zarr_format=3)
             meta = root.attrs["sluice"]
+        except StoreError:
+            raise
         except Exception as error:
             raise StoreError(f"{path}/zarr.json is damaged: {error}") from error
         version = meta.get("version")
-        readable = VERSION if writable else READABLE_VERSIONS
-        if version not in (readable if isinstance(readable, tuple) else (readable,)):
+        readable = (VERSION,) if writable else READABLE_VERSIONS
+        if version not in readable:
+            hint = (f"continues format {VERSION} only, whose chunks carry checksums: finish the "
+                    "run with the sluice that started it, or sample it again"
+                    if writable and version in READABLE_VERSIONS
+                    else f"reads formats {READABLE_VERSIONS}")  # fmt: skip
             raise StoreError(
-                f"{path} was written in store format {version}; this sluice "
-                + (f"continues format {VERSION} only" if writable else f"reads {READABLE_VERSIONS}")
+                f"{path} was written in store format {version} ({path / 'zarr.json'}); "
+                f"this sluice {hint}"
             )
-        sink = cls(path, model_source=meta.get("model_source"))
-        sink._root = root
-        layout_groups = ("posterior", "sample_stats", "log_likelihood")
+        sink._root, sink._manifest = root, store.manifest
+        sink.model_source = meta.get("model_source")
         try:
             with _quiet_zarr():
                 sink._arrays = {
-                    group: {n: a for n, a in root[group].arrays() if n not in ("chain", "draw")}
-                    for group in layout_groups
+                    group: {
+                        n: a.with_config({"write_empty_chunks": True})
+                        for n, a in root[group].arrays()
+                        if n not in ("chain", "draw")
+                    }
+                    for group in LAYOUT_GROUPS
                     if group in root
                 }
+        except StoreError:
+            raise
         except Exception as error:
             raise StoreError(f"{path} is damaged: {error}") from error
         if "posterior" not in sink._arrays and (path / COMMIT).exists():
             raise StoreError(f"{path} is damaged: it has a checkpoint but no posterior group")
+        if writable:
+            store.check_committed()  # a resume never builds on damaged draws
         return sink
 
     def description(self) -> dict[str, Any]:
@@ -455,15 +527,30 @@ class ZarrSink:
             raise StoreError(
                 f"the commit record {path} is damaged and cannot be read: {error}"
             ) from error
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
-            raise StoreError(f"{path} is not a sluice commit record")
+        if not isinstance(record, dict):
+            raise StoreError(f"the commit record {path} is damaged: not a JSON object")
         if "crc32" in record and record["crc32"] != _record_crc(record):
             raise StoreError(f"the commit record {path} is damaged: checksum mismatch")
+        if record.get("format") != FORMAT:
+            raise StoreError(f"{path} is not a sluice commit record")
+        if "crc32" not in record or not isinstance(record.get("metadata"), dict):
+            # records of format 3 carry both; older ones may lack them
+            if "version" in record or "metadata" in record or self._root_version() >= CHECKED_FROM:
+                lacks = "checksum" if "crc32" not in record else "manifest of the metadata"
+                raise StoreError(f"the commit record {path} is damaged: it has no {lacks}")
         missing = [k for k in ("next_iteration", "parity", "process_count", "sequence")
                    if not isinstance(record.get(k), int)]  # fmt: skip
         if missing:
             raise StoreError(f"the commit record {path} is damaged: no valid {missing}")
         return record
+
+    def _root_version(self) -> int:
+        """The store format the root ``zarr.json`` records (read from disk)."""
+        path = self.path / "zarr.json"
+        try:
+            return int(json.loads(path.read_text())["attributes"]["sluice"]["version"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise StoreError(f"{path} is damaged: {error!r}") from error
 
     def load_checkpoint(self) -> Checkpoint | None:
         """The last committed checkpoint, all processes' chain blocks concatenated in order;
@@ -607,16 +694,24 @@ def open_datatree(path: str | os.PathLike, *, partial: bool = True) -> Any:
     import xarray as xr
 
     path = Path(path)
-    if not _is_sluice_store(path):
-        raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
-    sink = ZarrSink.open_existing(path, writable=False)
+    sink = ZarrSink.open_existing(path, writable=False)  # checked: sluice.io.integrity
     allocated = sink._recorded_layout()["draws"]
     done = sink.draws_done()
     total = done if sink.stopped() is not None else allocated  # converged early: complete
     if done < total and not partial:
         raise StoreError(f"{path} holds an unfinished run ({done}/{total} draws per chain)")
+    if sink.stopped() is not None:  # the arrays are cut one by one after the record says so
+        uncut = [a for a, shape in sink._cut_arrays(done) if a.shape != shape]
+        if uncut and len(uncut) < len(sink._cut_arrays(done)):
+            raise StoreError(
+                f"{path / uncut[0].path / 'zarr.json'} still has the draws of the run's full "
+                f"length: the run stopped at {done} draws per chain and was interrupted while "
+                f"its arrays were cut; sluice.resume({str(path)!r}) finishes cutting them"
+            )
     with _quiet_zarr():
-        tree = xr.open_datatree(path, engine="zarr", consolidated=False, zarr_format=3, mode="r")
+        tree = xr.open_datatree(  # read through the store that checks every chunk
+            sink._root.store, engine="zarr", consolidated=False, zarr_format=3, mode="r"
+        )
     if done < allocated:  # the arrays are allocated for every draw the run was given
         tree = tree.isel(draw=slice(0, done), missing_dims="ignore")
     return tree
@@ -636,6 +731,13 @@ def _chain_chunk(layout: Layout) -> int:
     if layout.chains <= ONE_CHAIN_CHUNKS_UP_TO:
         return 1
     return min(layout.chains_per_process or layout.chains, layout.chains)
+
+
+def _integrity() -> Any:
+    """:mod:`sluice.io.integrity`, imported on first use (it imports Zarr)."""
+    from sluice.io import integrity
+
+    return integrity
 
 
 def _versions() -> dict[str, str]:
@@ -659,9 +761,7 @@ def _fsync_file(path: Path) -> None:
 
 def _sync_chunks(root: Path, array: Any, chains: tuple[int, int], draws: tuple[int, int]) -> None:
     """Sync the Zarr chunk files of ``array[chains, draws]`` and the directories that
-    hold them (up to the array's own), so that they survive a power cut. A chunk
-    of fill values only has no file (Zarr does not write it): its directory is
-    synced all the same."""
+    hold them (up to the array's own), so that they survive a power cut."""
     encode = array.metadata.chunk_key_encoding.encode_chunk_key
     c, d = array.chunks[0], array.chunks[1]
     rest = (0,) * (len(array.shape) - 2)

@@ -3,10 +3,11 @@
 At the end of a run (also where ``until`` stops it) process 0 writes the
 finalized default statistics beside the draws, in ``run.zarr/summary.sluice``:
 the checkpoints' checked layout (a JSON header naming every output and
-quantity, the raw arrays, a CRC-32 of it all), written atomically. A damaged
-summary is an error, never a silently wrong table; the file holds numbers
-only, so reading it runs no code. It is not a Zarr node: xarray and ArviZ
-opening the store see only the draws.
+quantity, the raw arrays, a CRC-32 of it all), written atomically, and the
+commit record then says the run kept one. A damaged summary, or a missing one
+the record names, is an error, never a silently wrong table; the file holds
+numbers only, so reading it runs no code. It is not a Zarr node: xarray and
+ArviZ opening the store see only the draws.
 """
 
 from __future__ import annotations
@@ -48,9 +49,15 @@ def read_summary(path: str | Path) -> tuple[dict[str, Any], int] | None:
     """``(result, draws)``: the summary a run streamed into the store at ``path`` and
     the draws per chain it covers; ``None`` where the store holds none (an unfinished
     run's, or one without default statistics). Damage is a :class:`StoreError`."""
-    done = ZarrSink.open_existing(path, writable=False).draws_done()  # damage raises
+    sink = ZarrSink.open_existing(path, writable=False)  # damage raises
+    done = sink.draws_done()
     file = Path(path) / FILE
     if not file.exists():
+        if sink.kept_summary():
+            raise StoreError(
+                f"the stored summary {file} is missing (the store's commit record says the "
+                "run kept one); resuming the run writes it again"
+            )
         return None
     try:
         meta, leaves = read_record(file)
@@ -63,7 +70,9 @@ def read_summary(path: str | Path) -> tuple[dict[str, Any], int] | None:
             result[output] = np.asarray(value)
         draws = int(meta["draws"])
     except Exception as error:
-        raise StoreError(f"the stored summary {file} is damaged: {error}") from error
+        raise StoreError(
+            f"the stored summary {file} is damaged: {error}; resuming the run writes it again"
+        ) from error
     if draws != done:
         raise StoreError(
             f"the stored summary {file} covers {draws} draws per chain, the store's "

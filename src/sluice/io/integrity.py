@@ -1,0 +1,315 @@
+"""Every byte a reader trusts is checked: chunk checksums and a manifest of the metadata.
+
+In a store of format 3 (:mod:`sluice.io.store`):
+
+- every chunk of every array ends with a CRC-32C of its bytes: Zarr v3's ``crc32c``
+  codec, last in each array's codec pipeline (so that any Zarr v3 reader checks it);
+- arrays write chunks of fill values too (Zarr's ``write_empty_chunks``), so every
+  chunk of the committed region has a file and a missing one is damage, never the
+  fill value;
+- the commit record, itself under a CRC-32, holds a manifest: the CRC-32 of every
+  ``zarr.json`` of the store, as the run created it.
+
+Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
+metadata document against the manifest, and each chunk against its checksum (and
+that one of the committed region exists) as Zarr reads it, and raises a
+:class:`StoreError` naming the file. Read-only, it hands Zarr each checked chunk
+without its checksum (and the arrays' metadata without the codec), so that a
+chunk's CRC-32C is computed once per read, not twice. Opening a store checks the
+manifest; resuming one also reads every committed chunk once (:func:`check_chunks`),
+so that a run never continues on damaged draws.
+
+This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
+so that ``import sluice`` does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import zlib
+from collections.abc import AsyncGenerator, Iterable
+from pathlib import Path
+from typing import Any
+
+import google_crc32c
+import numpy as np
+from zarr.codecs import Crc32cCodec, ZstdCodec
+from zarr.storage import WrapperStore
+
+from sluice.io.checkpoint import StoreError
+
+__all__ = [
+    "CheckedStore",
+    "array_options",
+    "check_chunks",
+    "check_metadata",
+    "checked_store",
+    "committed_chunks",
+    "metadata_digests",
+    "resized_digest",
+]
+
+METADATA = "zarr.json"
+
+
+def array_options(compressors: Any = "zstd") -> dict[str, Any]:
+    """``create_array`` options of every array sluice writes: the codecs after its
+    serializer, ``compressors`` (``None``: none; one codec or a sequence; ``"zstd"``:
+    Zarr's default for arrays written whole), then the CRC-32C of the chunk's final
+    bytes; and chunks of fill values written too, so that a missing chunk file is
+    damage."""
+    if compressors == "zstd":
+        compressors = ZstdCodec(level=0)
+    if compressors is None:
+        compressors = ()
+    elif not isinstance(compressors, list | tuple):
+        compressors = (compressors,)
+    return {"compressors": (*compressors, Crc32cCodec()), "config": {"write_empty_chunks": True}}
+
+
+def document_digest(data: bytes) -> int:
+    return zlib.crc32(data)
+
+
+def metadata_digests(root: Path) -> dict[str, list[int]]:
+    """The manifest of the store at ``root``: ``{relative path of a zarr.json: [CRC-32]}``
+    (a list: :meth:`ZarrSink.stop` accepts an array's document before and after it cuts
+    the array)."""
+    manifest = {}
+    for directory, _, files in os.walk(root):
+        if METADATA in files:
+            file = Path(directory) / METADATA
+            manifest[file.relative_to(root).as_posix()] = [document_digest(file.read_bytes())]
+    return dict(sorted(manifest.items()))
+
+
+def resized_digest(array: Any, shape: tuple[int, ...]) -> int:
+    """The CRC-32 of ``array``'s ``zarr.json`` once resized to ``shape``, as Zarr's resize
+    writes it (Zarr's own serializer of the new metadata)."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    documents = array.metadata.update_shape(shape).to_buffer_dict(default_buffer_prototype())
+    return document_digest(documents[METADATA].to_bytes())
+
+
+def check_metadata(
+    root: Path, manifest: dict[str, list[int]], record: Path
+) -> dict[str, dict[str, Any]]:
+    """Every document of the manifest exists and has a recorded CRC-32; else a
+    :class:`StoreError` naming the first that does not. Returns the arrays' documents,
+    ``{array path: metadata}``."""
+    arrays = {}
+    for name, accepted in manifest.items():
+        data = _read(root / name)
+        _check_document(root / name, data, accepted, record)
+        meta = json.loads(data)
+        if meta.get("node_type") == "array":
+            arrays[name[: -len(METADATA)].rstrip("/")] = meta
+    return arrays
+
+
+def committed_chunks(
+    arrays: dict[str, dict[str, Any]], draw_groups: Iterable[str], draws: int
+) -> set[str]:
+    """The chunk keys (paths relative to the store) that hold committed values, from the
+    arrays' documents: every chunk of every array, except that the arrays of
+    ``draw_groups`` laid out ``(chain, draw, ...)`` hold ``draws`` draws per chain."""
+    keys = set()
+    for path, meta in arrays.items():
+        shape = meta["shape"]
+        chunks = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        grid = [-(-size // max(chunk, 1)) for size, chunk in zip(shape, chunks, strict=True)]
+        names = tuple(meta.get("dimension_names") or ())
+        if path.split("/")[0] in draw_groups and names[:2] == ("chain", "draw"):
+            grid[1] = min(grid[1], -(-draws // chunks[1]))
+        encoding = meta["chunk_key_encoding"]
+        separator = encoding.get("configuration", {}).get("separator", "/")
+        for index in itertools.product(*(range(n) for n in grid)):
+            if encoding["name"] == "default":
+                key = "c" + "".join(f"{separator}{i}" for i in index)
+            else:  # "v2"
+                key = separator.join(map(str, index)) or "0"
+            keys.add(f"{path}/{key}")
+    return keys
+
+
+def check_chunks(root: Path, keys: set[str]) -> None:
+    """Read every committed chunk once and check its CRC-32C (before a resume writes
+    on top of them)."""
+    for key in sorted(keys):
+        file = root / key
+        _check_chunk(file, _read(file), committed=True)
+
+
+def checked_store(
+    root: Path, record: dict[str, Any] | None, record_path: Path, writable: bool,
+    draw_groups: Iterable[str],
+) -> CheckedStore:  # fmt: skip
+    """The store to open ``root`` through, its manifest (the commit ``record``'s, if it
+    has one) checked first. Its ``draws`` (committed, per chain) are the caller's to
+    set once the record is known to be sound."""
+    from zarr.storage import LocalStore
+
+    manifest = None if record is None else record.get("metadata")
+    store = CheckedStore(LocalStore(root, read_only=not writable), root, manifest,
+                         record_path, None, draw_groups)  # fmt: skip
+    if manifest is not None:
+        store.documents = check_metadata(root, manifest, record_path)
+    return store
+
+
+class CheckedStore(WrapperStore):
+    """A Zarr store that checks what Zarr reads from the wrapped one.
+
+    A ``zarr.json`` of the manifest must exist and have a recorded CRC-32. A chunk of
+    an array whose codecs end with the CRC-32C must match its checksum, and must exist
+    where it holds committed values: every chunk of an array, except that the arrays
+    of ``draw_groups`` laid out ``(chain, draw, ...)`` hold ``draws`` committed draws
+    per chain (``None``: nothing committed). Failures are :class:`StoreError` naming
+    the file.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        root: Path,
+        manifest: dict[str, list[int]] | None = None,
+        record: Path | None = None,
+        draws: int | None = None,
+        draw_groups: Iterable[str] = (),
+    ) -> None:
+        super().__init__(store)
+        self.root, self.manifest, self.record = Path(root), manifest, record
+        self.draws, self.draw_groups = draws, tuple(draw_groups)
+        # the arrays whose chunks carry a CRC-32C: {path: draws per chunk, 0 if no draws}
+        self._checked: dict[str, int] = {}
+        self.documents: dict[str, dict[str, Any]] = {}  # the manifest's arrays' metadata
+
+    def check_committed(self) -> None:
+        """Read every committed chunk once and check that it exists and matches its
+        checksum (what a resume does before it writes)."""
+        if self.manifest is not None and self.draws is not None:
+            check_chunks(self.root, committed_chunks(self.documents, self.draw_groups, self.draws))
+
+    def _with_store(self, store: Any) -> CheckedStore:
+        other = type(self)(
+            store, self.root, self.manifest, self.record, self.draws, self.draw_groups
+        )
+        other._checked, other.documents = self._checked, self.documents
+        return other
+
+    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        value = await self._store.get(key, prototype, byte_range)
+        if byte_range is not None:
+            return value  # (sluice reads whole chunks; a part cannot be checked)
+        if key == METADATA or key.endswith("/" + METADATA):
+            data = None if value is None else value.to_bytes()
+            if self.manifest is not None and key in self.manifest:
+                _check_document(self.root / key, data, self.manifest[key], self.record)
+            if data is not None and self._learn(key, data) and self.read_only:
+                return prototype.buffer.from_bytes(_without_checksum(data))
+            return value
+        array, index = _chunk_of(key)
+        if array in self._checked:
+            per_chunk = self._checked[array]
+            committed = self.draws is not None and (
+                per_chunk == 0 or index[1] * per_chunk < self.draws
+            )
+            if value is None:
+                if committed:
+                    _check_chunk(self.root / key, None, committed=True)
+                return value
+            data = value.as_numpy_array()
+            _check_chunk(self.root, data, committed=committed, key=key)
+            if self.read_only:  # checked once: Zarr reads it without the checksum
+                return prototype.buffer.from_array_like(data[:-4])
+        return value
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Iterable[Any]) -> list[Any]:
+        return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
+
+    async def _get_many(self, requests: Iterable[Any]) -> AsyncGenerator[Any, None]:
+        for key, prototype, byte_range in requests:
+            yield key, await self.get(key, prototype, byte_range)
+
+    def _learn(self, key: str, data: bytes) -> bool:
+        """Note an array whose codecs end with the CRC-32C (from its metadata)."""
+        try:
+            meta = json.loads(data)
+        except ValueError:
+            return False  # (Zarr reports it; a document of the manifest was checked above)
+        if not isinstance(meta, dict) or meta.get("node_type") != "array":
+            return False
+        codecs = meta.get("codecs")
+        if not (isinstance(codecs, list) and codecs and codecs[-1] == {"name": "crc32c"}):
+            return False
+        path = key[: -len(METADATA)].rstrip("/")
+        names = tuple(meta.get("dimension_names") or ())
+        draws = path.split("/")[0] in self.draw_groups and names[:2] == ("chain", "draw")
+        self._checked[path] = meta["chunk_grid"]["configuration"]["chunk_shape"][1] if draws else 0
+        return True
+
+
+def _without_checksum(document: bytes) -> bytes:
+    """An array's metadata without its last codec, the CRC-32C (checked here)."""
+    meta = json.loads(document)
+    meta["codecs"] = meta["codecs"][:-1]
+    return json.dumps(meta).encode()
+
+
+def _chunk_of(key: str) -> tuple[str, tuple[int, ...]]:
+    """The array path and chunk index of a chunk key of Zarr's default encoding
+    (``posterior/x/c/0/1/0``); ``("", ())`` for another key."""
+    parts = key.split("/")
+    index = []
+    while parts and parts[-1].isdigit():
+        index.append(int(parts.pop()))
+    if not parts or parts[-1] != "c":
+        return "", ()
+    return "/".join(parts[:-1]), tuple(reversed(index))
+
+
+def _read(file: Path) -> bytes | None:
+    try:
+        return file.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise StoreError(f"{file} cannot be read: {error.strerror or error}") from error
+
+
+def _check_document(file: Path, data: bytes | None, accepted: list[int], record: Any) -> None:
+    where = f"the commit record {record}" if record else "the store's commit record"
+    if data is None:
+        raise StoreError(
+            f"{file} is missing ({where} lists it): the store's structure is damaged and "
+            "cannot be read or resumed safely (sample the run again)"
+        )
+    if document_digest(data) not in accepted:
+        raise StoreError(
+            f"{file} is damaged: its checksum differs from the one in {where}; the store "
+            "cannot be read or resumed safely (sample the run again)"
+        )
+
+
+def _check_chunk(file: Path, data: Any, committed: bool, key: str | None = None) -> None:
+    """A chunk's bytes end with the CRC-32C of the rest; ``None``: no file. The file is
+    ``file``, or ``file / key`` (joined only to name it)."""
+    if data is not None:
+        data = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+        if len(data) >= 4:
+            stored = int.from_bytes(bytes(data[-4:]), "little")
+            if google_crc32c.value(data[:-4]) == stored:
+                return
+    file = file if key is None else file / key
+    problem = "is missing" if data is None else "is damaged (its checksum does not match)"
+    if committed:
+        raise StoreError(
+            f"{file} {problem}: it held committed values, which are lost; the store "
+            "cannot restore them (sample the run again)"
+        )
+    raise StoreError(
+        f"{file} {problem}, but it holds no committed draws: resuming the run writes it again"
+    )
