@@ -164,11 +164,14 @@ def atomic_write(target: Path, payload: bytes | Callable[[Any], None]) -> None:
     """Write ``payload`` (bytes, or a function that writes to a file) to ``target``
     atomically and durably: a temporary file of a unique name, flushed and synced,
     renamed over ``target``, then the directory synced. On failure the temporary
-    file is removed and ``target`` is untouched."""
+    file is removed and ``target`` is untouched. The temporary file is created new
+    (never opened through a symbolic link or over an existing file)."""
     target = Path(target)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags, 0o644)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(fd, "wb") as f:
             if callable(payload):
                 payload(f)
             else:
