@@ -11,7 +11,8 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
       observed_data/<name>
       sluice-checkpoint-p<P>-<parity>.ckpt  process P's chains' state after a chunk
       sluice-commit.json                     which parity is complete, and where
-    run.zarr.lock                the writer's exclusive lock (sluice.io.lock)
+    run.zarr.lock                the writer's exclusive lock (sluice.io.lock), beside
+                                 the store's real path
 
 Writes never share a Zarr chunk: along ``chain`` a Zarr chunk is one chain
 (runs of more than :data:`ONE_CHAIN_CHUNKS_UP_TO` chains: one process's
@@ -29,9 +30,17 @@ every draw they cover on disk; draws written past the committed iteration
 are written again on resume. Damage (a truncated or altered checkpoint or
 commit record) is an error naming the file, never an empty store.
 
-A store records its model's fingerprint, data hash and a few values of its
-functions, and sluice's and JAX's versions, but no code to run:
-``sluice.resume(path, model)`` is given the model and checks it.
+A store records its model's program fingerprint and data hash, and sluice's
+and JAX's versions, but no code to run: ``sluice.resume(path, model)`` is
+given the model and refuses one whose program or data differs (unless told
+``allow_model_change=True``).
+
+A store is built beside its place (``.run.zarr.creating-<hex>``) and renamed
+into it, so a kill while creating it leaves no store; a store replaced is
+moved aside (``.run.zarr.deleting-<hex>``) before it is deleted. Before
+process 0 writes, holding the lock, it refuses a store that holds a symbolic
+link (a write would follow it out of the store) and removes what dead writers
+left: temporary files in the store, and those folders beside it.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import uuid
 import warnings
@@ -76,6 +86,15 @@ READABLE_VERSIONS = (1, 2)  # store formats open_store reads (1: .npz checkpoint
 # Checkpoints of these sluice versions restore into this one (a test writes and
 # restores each: tests/io/test_reliability.py).
 COMPATIBLE_CHECKPOINTS = (__version__,)
+HALF_CREATED = (
+    "holds a sluice store whose creation was interrupted before it was complete (no "
+    "draws, nothing to resume); start the run again with ZarrSink(..., overwrite=True) "
+    "(CLI: --overwrite), which removes it"
+)
+# Temporary files of a write in progress: sluice's (atomic_write: ".NAME.<hex>.tmp") and
+# Zarr's ("NAME.<hex>.partial"). Under the lock, one that exists belongs to a dead writer.
+_TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$|^.+\.[0-9a-f]{32}\.partial$")
+_ZARR_ROOT_PARTIAL = re.compile(r"^zarr\.[0-9a-f]{32}\.partial$")
 # Up to this many chains a Zarr chunk holds one chain: any process layout then writes
 # disjoint chunks. Beyond it, one process's block (fewer files).
 ONE_CHAIN_CHUNKS_UP_TO = 64
@@ -102,6 +121,79 @@ def _is_sluice_store(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return attrs.get("sluice", {}).get("format") == FORMAT
+
+
+def _half_created(path: Path) -> bool:
+    """A folder left by a sluice run killed before its store's root metadata was renamed
+    into place: nothing in it but Zarr's temporary root metadata, naming a sluice store."""
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return False
+    if not entries or not all(_ZARR_ROOT_PARTIAL.match(e.name) and e.is_file() for e in entries):
+        return False
+    return any(FORMAT.encode() in e.read_bytes() for e in entries)
+
+
+def _leftovers(real: Path) -> list[Path]:
+    """Folders beside the store that sluice left while creating or replacing it and that
+    a kill interrupted: ``.NAME.creating-<hex>``, ``.NAME.deleting-<hex>``."""
+    pattern = re.compile(rf"^\.{re.escape(real.name)}\.(creating|deleting)-[0-9a-f]{{12}}$")
+    try:
+        siblings = list(real.parent.iterdir())
+    except OSError:
+        return []
+    return [p for p in siblings if pattern.match(p.name) and p.is_dir() and not p.is_symlink()]
+
+
+def _remove_leftovers(real: Path) -> None:
+    """Remove the leftovers of dead writers beside the store (under its lock); only those
+    that are recognisably sluice's: a store, a half-created one, or empty."""
+    for folder in _leftovers(real):
+        if _is_sluice_store(folder) or _half_created(folder) or not any(folder.iterdir()):
+            _remove_store(folder)
+
+
+def _remove_store(path: Path) -> None:
+    """Delete a store, its root metadata last: a kill part way leaves a folder that is
+    still recognisably a sluice store (or empty), which the next writer removes."""
+    for entry in path.iterdir():
+        if entry.name == "zarr.json":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    (path / "zarr.json").unlink(missing_ok=True)
+    path.rmdir()
+
+
+def _prepare_for_writing(store: Path) -> None:
+    """Before process 0 writes a store (holding its lock): refuse a store that holds a
+    symbolic link (a write would follow it out of the store), then remove the temporary
+    files and folders of writers that died."""
+    links, temporary, folders = [], [], [str(store)]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_symlink():
+                    links.append(entry.path)
+                elif entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                elif _TEMPORARY.match(entry.name):
+                    temporary.append(entry.path)
+    if links:
+        shown = ", ".join(os.path.relpath(p, store) for p in sorted(links)[:3])
+        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+        raise StoreError(
+            f"{store} holds symbolic links ({shown}{more}); sluice never writes through a "
+            "link inside a store (the write could land outside it). Replace them by the "
+            "files or folders they point to, then run again"
+        )
+    for path in temporary:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    _remove_leftovers(store)
 
 
 def _checkpoint_name(process: int, parity: int) -> str:
@@ -200,37 +292,61 @@ class ZarrSink:
                 )
         if layout.process_index == 0:
             self._lock.acquire()
+            _prepare_for_writing(Path(os.path.realpath(self.path)))
         self._local = (first, last)
 
     def _create(self, layout: Layout, description: dict[str, Any]) -> None:
-        import zarr
-
         if self._root is not None:  # reopened by resume() with no checkpoint: start afresh
             self.overwrite = True
         self._lock.acquire()  # before looking: a live writer's store is never replaced
-        if self.path.exists() and any(self.path.iterdir()):
-            if not _is_sluice_store(self.path):
-                raise FileExistsError(
-                    f"{self.path} exists and is not a sluice store; refusing to overwrite it"
-                )
-            if not self.overwrite:
-                raise FileExistsError(
-                    f"{self.path} already holds a sluice run ({self._state()}); continue it with "
-                    f"sluice.resume({str(self.path)!r}) (CLI: sluice resume), or replace it with "
-                    "ZarrSink(..., overwrite=True) (CLI: --overwrite)"
-                )
-            # Move it aside atomically before deleting it: a kill at any moment
-            # leaves either the old store or none at `path`, never half of one.
-            doomed = self.path.with_name(f"{self.path.name}.deleting-{uuid.uuid4().hex[:8]}")
-            os.replace(self.path, doomed)
-            shutil.rmtree(doomed)
+        real = Path(os.path.realpath(self.path))
+        _remove_leftovers(real)
+        replaces = self._refuse_or_replace(real)
+        # The new store is built beside its place and renamed into it: a kill before
+        # that rename leaves no store, only a staging folder the next writer removes.
+        staging = real.with_name(f".{real.name}.creating-{uuid.uuid4().hex[:12]}")
+        self._build(staging, layout, description)
+        _sync_tree(staging)  # the empty store is on disk before any draw
+        if replaces:  # moved aside first: a kill leaves the old store, or no store
+            doomed = real.with_name(f".{real.name}.deleting-{uuid.uuid4().hex[:12]}")
+            os.replace(real, doomed)
+        os.replace(staging, real)  # onto nothing, or onto an empty folder
+        fsync_directory(real.parent)
+        if replaces:
+            _remove_store(doomed)
+        fresh = ZarrSink.open_existing(self.path)
+        self._root, self._arrays = fresh._root, fresh._arrays
+        self.attach(layout)
+
+    def _refuse_or_replace(self, real: Path) -> bool:
+        """Whether a store at ``real`` is to be replaced; raises where it must stay."""
+        if not real.exists() or (real.is_dir() and not any(real.iterdir())):
+            return False
+        if _is_sluice_store(real):
+            if self.overwrite:
+                return True
+            raise FileExistsError(
+                f"{self.path} already holds a sluice run ({self._state()}); continue it with "
+                f"sluice.resume({str(self.path)!r}) (CLI: sluice resume), or replace it with "
+                "ZarrSink(..., overwrite=True) (CLI: --overwrite)"
+            )
+        if _half_created(real):
+            if self.overwrite:
+                return True
+            raise FileExistsError(f"{self.path} {HALF_CREATED}")
+        raise FileExistsError(
+            f"{self.path} exists and is not a sluice store; refusing to overwrite it"
+        )
+
+    def _build(self, staging: Path, layout: Layout, description: dict[str, Any]) -> None:
+        """Create the store's hierarchy, with its empty arrays, at ``staging``."""
+        import zarr
+
         draw_chunk = min(layout.chunk_size or layout.num_draws, layout.num_draws)
         chain_chunk = _chain_chunk(layout)
-        # The root group is created with its sluice attributes in one write: a
-        # run killed while creating arrays leaves a store that resume() recreates.
         root = zarr.open_group(
-            self.path,
-            mode="w",
+            staging,
+            mode="w-",
             zarr_format=3,
             attributes={
                 "sluice": {
@@ -246,10 +362,9 @@ class ZarrSink:
         for group, names in layout.groups.items():
             g = root.create_group(group)
             self._coords(g, layout.chains, layout.num_draws)
-            self._arrays[group] = {}
             for name, (shape, dtype) in names.items():
                 fill = np.nan if np.issubdtype(dtype, np.floating) else 0
-                self._arrays[group][name] = g.create_array(
+                g.create_array(
                     name,
                     shape=(layout.chains, layout.num_draws, *shape),
                     chunks=(chain_chunk, draw_chunk, *shape),
@@ -266,9 +381,6 @@ class ZarrSink:
                     name, data=value, dimension_names=dim_names(name, value.ndim, layout.dims)
                 )
         self._write_coords(root, layout)
-        _sync_tree(self.path)  # the empty store is on disk before any draw
-        self._root = root
-        self.attach(layout)
 
     @staticmethod
     def _write_coords(root: Any, layout: Layout) -> None:
@@ -399,8 +511,20 @@ class ZarrSink:
 
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"no store at {path}")
+            left = _leftovers(Path(os.path.realpath(path)))
+            raise FileNotFoundError(
+                f"no store at {path}"
+                + (
+                    f": a run creating or replacing it was killed before it was complete (it left "
+                    f"{left[0].name}, which the next run writing {path} removes); start "
+                    "the run again"
+                    if left
+                    else ""
+                )
+            )
         if not _is_sluice_store(path):
+            if _half_created(path):
+                raise StoreError(f"{path} {HALF_CREATED}")
             raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
         try:
             root = zarr.open_group(path, mode="r+" if writable else "r", zarr_format=3)
