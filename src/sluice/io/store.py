@@ -668,55 +668,69 @@ class ZarrSink:
             return 0
         return max(0, record["next_iteration"] - self._recorded_layout()["warmup"])
 
-    def check_compatible(self, description: dict[str, Any]) -> None:
+    def check_compatible(
+        self, description: dict[str, Any], *, allow_model_change: bool = False
+    ) -> None:
         """Raise :class:`StoreError` naming the first setting or model property that differs.
 
-        The model's programs may print differently under another JAX release: a
-        different fingerprint is accepted when the model's values at the recorded
-        probe points agree (to float32 rounding), and refused otherwise, naming
-        the JAX versions when they differ.
+        The model must be the one that started the run, exactly: the same
+        program fingerprint (its traced log-density, transform and
+        log-likelihood) and the same data hash (the bytes of the arrays it
+        closes over). ``allow_model_change=True`` accepts another program or
+        data of the same parameters and recorded quantities (the store then
+        holds draws of two models); a store that records no fingerprint is
+        refused without it.
         """
         stored = self.description()
-        what_model = {
+        what_shape = {
             "dim": "the model's number of parameters",
             "dtype": "the model's parameter dtype",
             "draws": "the names or shapes of the recorded quantities",
-            "data": "the model's data values",
-            "name": "the model's name",
         }
         checks = [("config", key, f"the setting {key!r}") for key in sorted(stored["config"])]
-        checks += [("model", key, what) for key, what in what_model.items()]
+        checks += [("model", key, what) for key, what in what_shape.items()]
         for section, key, what in checks:
             old = stored[section].get(key)
             new = json.loads(json.dumps(description[section].get(key)))
             if old != new:
-                detail = "" if key == "data" else f" (stored {old!r}, now {new!r})"
                 raise StoreError(
-                    f"cannot resume {self.path}: {what} differs from the run that wrote it{detail}"
+                    f"cannot resume {self.path}: {what} differs from the run that wrote it "
+                    f"(stored {old!r}, now {new!r})"
                 )
-        old_model, new_model = stored["model"], description["model"]
-        if old_model.get("program") == new_model.get("program"):
+        if allow_model_change:
             return
-        old_probes, new_probes = old_model.get("probes"), new_model.get("probes")
-        same_values = (
-            old_probes is not None
-            and new_probes is not None
-            and len(old_probes) == len(new_probes)
-            and np.allclose(old_probes, new_probes, rtol=1e-5, atol=1e-6, equal_nan=True)
+        old_model, new_model = stored["model"], description["model"]
+        override = (
+            f"If the change is intended, resume with sluice.resume({str(self.path)!r}, model, "
+            "allow_model_change=True) (CLI: sluice resume --allow-model-change): the store "
+            "then holds draws of both models"
         )
-        if same_values:
-            return  # the same functions, printed differently (another JAX, say)
+        if "program" not in old_model or "data" not in old_model:
+            raise StoreError(
+                f"cannot resume {self.path}: the store records no fingerprint of its model, "
+                f"so this model cannot be checked against it. {override}"
+            )
+        differs = [
+            what
+            for key, what in (
+                ("program", "its program (the traced log-density, transform or log-likelihood)"),
+                ("data", "its data (the values of the arrays it closes over)"),
+                ("name", f"its name ({old_model.get('name')!r}, now {new_model.get('name')!r})"),
+            )
+            if old_model.get(key) != new_model.get(key)
+        ]
+        if not differs:
+            return
         jax_then, jax_now = old_model.get("jax"), new_model.get("jax")
         cause = ""
-        if jax_then and jax_now and jax_then != jax_now:
+        if old_model["program"] != new_model["program"] and jax_then and jax_then != jax_now:
             cause = (
-                f"; the store was written under JAX {jax_then} and this is JAX {jax_now}, "
-                "which may compute the same model differently"
+                f" The store was written under JAX {jax_then} and this is JAX {jax_now}, "
+                "which may trace the same model into another program."
             )
         raise StoreError(
-            f"cannot resume {self.path}: the model's log-density, transform or log-likelihood "
-            f"differs from the run that wrote it (its programs and its values at the store's "
-            f"probe points){cause}"
+            f"cannot resume {self.path}: the model differs from the one that started the "
+            f"run: {' and '.join(differs)}.{cause} {override}"
         )
 
     def kept(self) -> dict[str, dict[str, Any]]:
