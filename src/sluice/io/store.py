@@ -40,7 +40,8 @@ into it, so a kill while creating it leaves no store; a store replaced is
 moved aside (``.run.zarr.deleting-<hex>``) before it is deleted. Before
 process 0 writes, holding the lock, it refuses a store that holds a symbolic
 link (a write would follow it out of the store) and removes what dead writers
-left: temporary files in the store, and those folders beside it.
+left: temporary files in the store, and those folders beside it
+(:mod:`sluice.io.leftovers`).
 """
 
 from __future__ import annotations
@@ -48,8 +49,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shutil
 import uuid
 import warnings
 import zlib
@@ -68,6 +67,15 @@ from sluice.io.checkpoint import (
     atomic_write,
     fsync_directory,
 )
+from sluice.io.leftovers import (
+    HALF_CREATED,
+    half_created,
+    leftovers,
+    prepare_for_writing,
+    remove_leftovers,
+    remove_store,
+)
+from sluice.io.leftovers import is_sluice_store as _is_sluice_store
 from sluice.io.lock import StoreLock, StoreLockedError
 from sluice.io.sinks import Layout
 
@@ -86,15 +94,6 @@ READABLE_VERSIONS = (1, 2)  # store formats open_store reads (1: .npz checkpoint
 # Checkpoints of these sluice versions restore into this one (a test writes and
 # restores each: tests/io/test_reliability.py).
 COMPATIBLE_CHECKPOINTS = (__version__,)
-HALF_CREATED = (
-    "holds a sluice store whose creation was interrupted before it was complete (no "
-    "draws, nothing to resume); start the run again with ZarrSink(..., overwrite=True) "
-    "(CLI: --overwrite), which removes it"
-)
-# Temporary files of a write in progress: sluice's (atomic_write: ".NAME.<hex>.tmp") and
-# Zarr's ("NAME.<hex>.partial"). Under the lock, one that exists belongs to a dead writer.
-_TEMPORARY = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$|^.+\.[0-9a-f]{32}\.partial$")
-_ZARR_ROOT_PARTIAL = re.compile(r"^zarr\.[0-9a-f]{32}\.partial$")
 # Up to this many chains a Zarr chunk holds one chain: any process layout then writes
 # disjoint chunks. Beyond it, one process's block (fewer files).
 ONE_CHAIN_CHUNKS_UP_TO = 64
@@ -110,90 +109,6 @@ def _quiet_zarr() -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr")
         yield
-
-
-def _is_sluice_store(path: Path) -> bool:
-    meta = path / "zarr.json"
-    if not meta.is_file():
-        return False
-    try:
-        attrs = json.loads(meta.read_text()).get("attributes", {})
-    except (OSError, ValueError):
-        return False
-    return attrs.get("sluice", {}).get("format") == FORMAT
-
-
-def _half_created(path: Path) -> bool:
-    """A folder left by a sluice run killed before its store's root metadata was renamed
-    into place: nothing in it but Zarr's temporary root metadata, naming a sluice store."""
-    try:
-        entries = list(path.iterdir())
-    except OSError:
-        return False
-    if not entries or not all(_ZARR_ROOT_PARTIAL.match(e.name) and e.is_file() for e in entries):
-        return False
-    return any(FORMAT.encode() in e.read_bytes() for e in entries)
-
-
-def _leftovers(real: Path) -> list[Path]:
-    """Folders beside the store that sluice left while creating or replacing it and that
-    a kill interrupted: ``.NAME.creating-<hex>``, ``.NAME.deleting-<hex>``."""
-    pattern = re.compile(rf"^\.{re.escape(real.name)}\.(creating|deleting)-[0-9a-f]{{12}}$")
-    try:
-        siblings = list(real.parent.iterdir())
-    except OSError:
-        return []
-    return [p for p in siblings if pattern.match(p.name) and p.is_dir() and not p.is_symlink()]
-
-
-def _remove_leftovers(real: Path) -> None:
-    """Remove the leftovers of dead writers beside the store (under its lock); only those
-    that are recognisably sluice's: a store, a half-created one, or empty."""
-    for folder in _leftovers(real):
-        if _is_sluice_store(folder) or _half_created(folder) or not any(folder.iterdir()):
-            _remove_store(folder)
-
-
-def _remove_store(path: Path) -> None:
-    """Delete a store, its root metadata last: a kill part way leaves a folder that is
-    still recognisably a sluice store (or empty), which the next writer removes."""
-    for entry in path.iterdir():
-        if entry.name == "zarr.json":
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-    (path / "zarr.json").unlink(missing_ok=True)
-    path.rmdir()
-
-
-def _prepare_for_writing(store: Path) -> None:
-    """Before process 0 writes a store (holding its lock): refuse a store that holds a
-    symbolic link (a write would follow it out of the store), then remove the temporary
-    files and folders of writers that died."""
-    links, temporary, folders = [], [], [str(store)]
-    while folders:
-        with os.scandir(folders.pop()) as entries:
-            for entry in entries:
-                if entry.is_symlink():
-                    links.append(entry.path)
-                elif entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.path)
-                elif _TEMPORARY.match(entry.name):
-                    temporary.append(entry.path)
-    if links:
-        shown = ", ".join(os.path.relpath(p, store) for p in sorted(links)[:3])
-        more = f" and {len(links) - 3} more" if len(links) > 3 else ""
-        raise StoreError(
-            f"{store} holds symbolic links ({shown}{more}); sluice never writes through a "
-            "link inside a store (the write could land outside it). Replace them by the "
-            "files or folders they point to, then run again"
-        )
-    for path in temporary:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-    _remove_leftovers(store)
 
 
 def _checkpoint_name(process: int, parity: int) -> str:
@@ -292,7 +207,7 @@ class ZarrSink:
                 )
         if layout.process_index == 0:
             self._lock.acquire()
-            _prepare_for_writing(Path(os.path.realpath(self.path)))
+            prepare_for_writing(Path(os.path.realpath(self.path)))
         self._local = (first, last)
 
     def _create(self, layout: Layout, description: dict[str, Any]) -> None:
@@ -300,7 +215,7 @@ class ZarrSink:
             self.overwrite = True
         self._lock.acquire()  # before looking: a live writer's store is never replaced
         real = Path(os.path.realpath(self.path))
-        _remove_leftovers(real)
+        remove_leftovers(real)
         replaces = self._refuse_or_replace(real)
         # The new store is built beside its place and renamed into it: a kill before
         # that rename leaves no store, only a staging folder the next writer removes.
@@ -313,7 +228,7 @@ class ZarrSink:
         os.replace(staging, real)  # onto nothing, or onto an empty folder
         fsync_directory(real.parent)
         if replaces:
-            _remove_store(doomed)
+            remove_store(doomed)
         fresh = ZarrSink.open_existing(self.path)
         self._root, self._arrays = fresh._root, fresh._arrays
         self.attach(layout)
@@ -330,7 +245,7 @@ class ZarrSink:
                 f"sluice.resume({str(self.path)!r}) (CLI: sluice resume), or replace it with "
                 "ZarrSink(..., overwrite=True) (CLI: --overwrite)"
             )
-        if _half_created(real):
+        if half_created(real):
             if self.overwrite:
                 return True
             raise FileExistsError(f"{self.path} {HALF_CREATED}")
@@ -511,7 +426,7 @@ class ZarrSink:
 
         path = Path(path)
         if not path.exists():
-            left = _leftovers(Path(os.path.realpath(path)))
+            left = leftovers(Path(os.path.realpath(path)))
             raise FileNotFoundError(
                 f"no store at {path}"
                 + (
@@ -523,7 +438,7 @@ class ZarrSink:
                 )
             )
         if not _is_sluice_store(path):
-            if _half_created(path):
+            if half_created(path):
                 raise StoreError(f"{path} {HALF_CREATED}")
             raise StoreError(f"{path} is not a sluice store (no sluice metadata in zarr.json)")
         try:
