@@ -77,6 +77,7 @@ SLOW_FILES = (
     "tests/stats/test_stats_accuracy.py",
     "tests/stats/test_stats_doctests.py",
     "tests/io/test_reliability.py",
+    "tests/io/test_store_safety.py",
 )
 
 

@@ -277,37 +277,6 @@ class FlatModel:
             _example_flat=lambda: np.asarray(ravel_pytree(model.example_point())[0]),
         )
 
-    def probe_values(self) -> list[float]:
-        """The model's functions at three fixed points: an identity that survives a
-        new JAX release (which may print the same program differently).
-
-        The points are the flat example point and two deterministic perturbations
-        of it; the values are the log-density and the sums of the recorded
-        quantities and log-likelihoods there, as float64 Python floats.
-        """
-        from sluice._jax import compile as programs
-
-        rng = np.random.default_rng(20251201)
-        offsets = rng.standard_normal((2, self.dim)).astype(self.dtype)
-        base = np.zeros(self.dim, self.dtype)
-        if self._example_flat is not None:
-            base = np.asarray(self._example_flat(), self.dtype)
-        points = np.stack([base, base + 0.5 * offsets[0], base - 0.3 * offsets[1]])
-
-        def values(consts: Any, xs: jax.Array) -> jax.Array:
-            def one(x: jax.Array) -> jax.Array:
-                out = [self.logdensity_fn(consts, x)]
-                out += [jnp.sum(v) for v in jax.tree.leaves(self.draws_fn(consts, x))]
-                if self.log_likelihood_fn is not None:
-                    ll = self.log_likelihood_fn(consts, x)
-                    out += [jnp.sum(v) for v in jax.tree.leaves(ll)]
-                return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])
-
-            return jax.vmap(one)(xs)
-
-        out = programs.call(("model.probes", self.fingerprint), values, self.consts, points)
-        return [float(v) for v in np.asarray(out, np.float64).ravel()]
-
     def data_hash(self) -> str:
         """A hash of the data values (the hoisted constants), to recognise the same data."""
         digest = hashlib.sha256()

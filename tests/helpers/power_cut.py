@@ -4,7 +4,7 @@ POSIX makes a file's contents durable by ``fsync`` of the file, and a
 directory's entries (new files, renames, removals) by ``fsync`` of the
 directory. :class:`Disk` records both, by watching ``os.fsync``: at a file's
 fsync, its contents (by inode); at a directory's fsync, its entries (name ->
-inode). :meth:`Disk.survivor` rebuilds, under another directory, the tree
+inode), by the directory's inode (a directory renamed keeps its entries). :meth:`Disk.survivor` rebuilds, under another directory, the tree
 that a power cut at the moment of a :meth:`Disk.snapshot` would have left:
 entries of directories never synced are gone, files never synced are empty.
 """
@@ -26,15 +26,16 @@ class Disk:
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
         self.contents: dict[int, bytes] = {}  # inode -> bytes at its last fsync
-        self.entries: dict[str, dict[str, tuple[int, bool]]] = {}  # dir -> name -> (inode, dir?)
+        # directory inode -> name -> (inode, is a directory)
+        self.entries: dict[int, dict[str, tuple[int, bool]]] = {}
         self.snapshots: list[tuple[dict, dict]] = []
         self.syncs = 0
         self._real_fsync = os.fsync
 
     def _watch(self, fd: int) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
-        inside = path == str(self.root) or path.startswith(str(self.root) + os.sep)
-        if not (inside or path == str(self.root.parent)):
+        parent = str(self.root.parent)
+        if not (path == parent or path.startswith(parent + os.sep)):  # the store and beside it
             return
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
@@ -42,7 +43,7 @@ class Disk:
             for name in os.listdir(path):
                 st = os.lstat(os.path.join(path, name))
                 entries[name] = (st.st_ino, stat.S_ISDIR(st.st_mode))
-            self.entries[path] = entries
+            self.entries[info.st_ino] = entries
         else:
             with open(path, "rb") as f:
                 self.contents[info.st_ino] = f.read()
@@ -63,18 +64,18 @@ class Disk:
         contents, entries = self.snapshots[index]
         target = Path(target)
 
-        def build(directory: str, out: Path) -> None:
+        def build(directory: int, out: Path) -> None:
             out.mkdir(parents=True, exist_ok=True)
             for name, (inode, is_dir) in entries.get(directory, {}).items():
                 if is_dir:
-                    build(os.path.join(directory, name), out / name)
+                    build(inode, out / name)
                 else:
                     (out / name).write_bytes(contents.get(inode, b""))
 
-        parent = str(self.root.parent)
+        parent = os.stat(self.root.parent).st_ino
         survivor = target / self.root.name
         if self.root.name in entries.get(parent, {}):
-            build(str(self.root), survivor)
+            build(entries[parent][self.root.name][0], survivor)
         return survivor
 
     def __enter__(self) -> Disk:

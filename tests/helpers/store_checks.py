@@ -23,9 +23,10 @@ def reference_run():
     )
 
 
-def assert_same_run(store: Path, reference) -> None:
-    """Resume the store to its end; draws, statistics and totals equal the reference."""
-    resumed = sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+def assert_same_run(store: Path, reference, **options) -> None:
+    """Resume the store to its end (``options``: more arguments of ``sluice.resume``);
+    draws, statistics and totals equal the reference."""
+    resumed = sluice.resume(store, child.model(), stats=child.STATS, progress=False, **options)
     sink = ZarrSink.open_existing(store)
     assert sink.draws_done() == child.SETTINGS["draws"]
     for group in ("posterior", "sample_stats", "log_likelihood"):

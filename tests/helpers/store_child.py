@@ -5,7 +5,8 @@ otherwise. Writes are slowed down so that kills also land in the middle of
 writing a chunk. In the environment, ``SLUICE_TEST_WRITE_DELAY`` sets that
 delay (seconds per array), and ``SLUICE_TEST_KILL_AT_COMMIT=before:N`` (or
 ``after:N``) makes the process SIGKILL itself just before (after) the rename
-that publishes its N-th commit record.
+that publishes its N-th commit record; ``SLUICE_TEST_KILL_AT_CREATE=1``, just
+before the rename that puts the new store in place.
 """
 
 from __future__ import annotations
@@ -102,9 +103,23 @@ def _kill_at_commit(spec: str) -> None:
     os.replace = replace
 
 
+def _kill_at_create(store: str) -> None:
+    """SIGKILL this process just before the rename that puts the new store in place."""
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if os.path.realpath(dst) == os.path.realpath(store):
+            os.kill(os.getpid(), signal.SIGKILL)
+        real(src, dst, *args, **kwargs)
+
+    os.replace = replace
+
+
 if __name__ == "__main__":
     if os.environ.get("SLUICE_TEST_KILL_AT_COMMIT"):
         _kill_at_commit(os.environ["SLUICE_TEST_KILL_AT_COMMIT"])
+    if os.environ.get("SLUICE_TEST_KILL_AT_CREATE"):
+        _kill_at_create(sys.argv[1])
     if len(sys.argv) > 2:  # share compiled programs between the many short-lived processes
         jax.config.update("jax_compilation_cache_dir", sys.argv[2])
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)

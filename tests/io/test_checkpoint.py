@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sluice.io.checkpoint import FORMAT, VERSION, Checkpoint, StoreError, atomic_write
+from sluice.io.checkpoint import FORMAT, VERSION, Checkpoint, StoreError
+from sluice.io.durable import atomic_write
 
 MAGIC, END = b"SLUICECK", b"SLUICEND"  # the documented layout
 

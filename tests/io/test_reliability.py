@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import jax
@@ -31,7 +33,8 @@ from tests.helpers.store_checks import (
 
 import sluice
 from sluice.apps.cli import main as cli_main
-from sluice.io.checkpoint import Checkpoint, atomic_write
+from sluice.io.checkpoint import Checkpoint
+from sluice.io.durable import atomic_write
 from sluice.io.sinks import Layout
 from sluice.io.store import COMMIT, StoreError, StoreLockedError, ZarrSink
 
@@ -255,10 +258,8 @@ def test_without_syncs_a_power_cut_would_lose_the_store(tmp_path):
 # -- versions ------------------------------------------------------------------------------
 def test_stores_record_sluice_and_jax_versions(tmp_path):
     store = _interrupted_store(tmp_path / "run.zarr")
-    assert ZarrSink.open_existing(store).versions() == {
-        "sluice": sluice.__version__,
-        "jax": jax.__version__,
-    }
+    recorded = json.loads((store / "zarr.json").read_text())["attributes"]["sluice"]["versions"]
+    assert recorded == {"sluice": metadata.version("sluice"), "jax": metadata.version("jax")}
 
 
 def test_a_checkpoint_of_another_sluice_version_is_refused(tmp_path):
@@ -272,31 +273,32 @@ def test_a_checkpoint_of_another_sluice_version_is_refused(tmp_path):
         sluice.resume(store, child.model(), stats=child.STATS, progress=False)
 
 
-def test_a_jax_release_that_prints_the_model_differently_is_accepted(tmp_path, reference):
-    """Another JAX may print the same program differently (a new fingerprint): the values
-    at the recorded probe points decide; a different model is refused, naming the JAX
-    versions."""
+def test_a_program_traced_by_another_jax_is_refused_naming_both_versions(tmp_path, reference):
+    """Another JAX may trace the same model into another program (a new fingerprint): the
+    resume is refused, naming both JAX versions and the override, which continues it
+    exactly; so is a store that records no fingerprint of its model."""
     store = _interrupted_store(tmp_path / "run.zarr")
     meta_path = store / "zarr.json"
     meta = json.loads(meta_path.read_text())
     model = meta["attributes"]["sluice"]["description"]["model"]
-    model["program"], model["jax"] = "printed by another JAX", "0.9.9"
+    model["program"], model["jax"] = "traced by another JAX", "0.9.9"
     meta_path.write_text(json.dumps(meta))
     reseal(store)  # (the record lists the metadata's checksums)
-
-    def other_log_density(p):  # same shapes and data, another function
-        scales = jax.numpy.array([1.0, 2.0])
-        return -0.5 * jax.numpy.sum(((p["x"] - 2.0) / scales) ** 2) - 0.5 * p["z"] ** 2
-
-    other = child.model()
-    other = sluice.Model(other_log_density, other.init, other.transform,
-                         other.log_likelihood, other.observed_data)  # fmt: skip
-    with pytest.raises(StoreError, match=rf"under JAX 0\.9\.9 and this is JAX {jax.__version__}"):
-        sluice.resume(store, other, stats=child.STATS, progress=False)
-    assert_same_run(store, reference)
+    expected = rf"under JAX 0\.9\.9 and this is JAX {jax.__version__}.*allow_model_change=True"
+    with pytest.raises(StoreError, match=expected):
+        sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+    del model["program"]
+    meta_path.write_text(json.dumps(meta))
+    reseal(store)
+    with pytest.raises(StoreError, match=r"records no fingerprint .*allow_model_change=True"):
+        sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+    assert_same_run(store, reference, allow_model_change=True)
 
 
-def test_reading_a_store_writes_nothing_and_reads_format_1(tmp_path):
+FORMAT_1 = ROOT / "tests" / "data" / "format-1-store"
+
+
+def test_reading_a_store_writes_nothing(tmp_path):
     store = _interrupted_store(tmp_path / "run.zarr")
     before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*")}
     idata = sluice.open(store)
@@ -305,14 +307,27 @@ def test_reading_a_store_writes_nothing_and_reads_format_1(tmp_path):
     after = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*")}
     assert before == after
     expected = idata.posterior["x"].values
-    for version in (2, 1):  # stores of older sluice releases: no checksums, read as they are
-        as_older_format(store, version) if version == 2 else _set_version(store, version)
-        np.testing.assert_array_equal(sluice.open(store).posterior["x"].values, expected)
-        with pytest.raises(StoreError, match=rf"format {version} .*continues format 3 only"):
-            sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+    as_older_format(store, 2)  # a store of sluice's format 2: no checksums, read as it is
+    np.testing.assert_array_equal(sluice.open(store).posterior["x"].values, expected)
+    with pytest.raises(StoreError, match=r"format 2 .*continues format 3 only"):
+        sluice.resume(store, child.model(), stats=child.STATS, progress=False)
 
 
-def _set_version(store: Path, version: int) -> None:
-    meta = json.loads((store / "zarr.json").read_text())
-    meta["attributes"]["sluice"]["version"] = version
-    (store / "zarr.json").write_text(json.dumps(meta))
+def test_a_store_of_format_1_is_read_and_not_resumed(tmp_path):
+    """tests/data/format-1-store was written by sluice at commit 7a0251e^ (store format 1:
+    .npz checkpoints, commit records without a checksum, no layout or versions record):
+    2 chains, 20 warmup and 30 draws of x ~ N((1, 1), diag(1, 4)), seed 3, chunks of 10.
+    Beside it, the draws that sluice's in-memory run of the same settings returned."""
+    store = tmp_path / "old.zarr"
+    shutil.copytree(FORMAT_1, store)
+    assert json.loads((store / "zarr.json").read_text())["attributes"]["sluice"]["version"] == 1
+    assert sorted(p.name for p in store.glob("sluice-checkpoint-*")) == [
+        "sluice-checkpoint-p0-0.npz", "sluice-checkpoint-p0-1.npz",
+    ]  # fmt: skip
+    expected = json.loads((ROOT / "tests" / "data" / "format-1-store.draws.json").read_text())
+    before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*")}
+    draws = sluice.open(store).posterior["x"].values
+    np.testing.assert_array_equal(draws, np.asarray(expected["x"], np.float32))
+    with pytest.raises(StoreError, match=r"format 1 .*continues format 3 only"):
+        sluice.resume(store, child.model(), stats=child.STATS, progress=False)
+    assert before == {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*")}

@@ -179,27 +179,41 @@ def _start_child(store: Path, cache: Path) -> subprocess.Popen:
 
 @pytest.mark.slow
 def test_killed_at_random_moments_then_resumed_gives_identical_draws(tmp_path, reference):
-    """SIGKILL a run at 12 random moments (between chunks and mid-write); resume each time."""
+    """SIGKILL a run at 12 random moments (between chunks and mid-write); resume each time.
+
+    A kill before the first commit only tests a fresh start: the test goes on (at most
+    12 more kills, each once the store has a commit) until a kill lands after one."""
     rng = random.Random(20261130)
     cache = tmp_path / "jax-cache"
-    kills, cycles = 0, 0
-    while kills < 12:
+    kills, after_commit, cycles = 0, 0, 0
+
+    def more_kills() -> bool:
+        return kills < 12 or (after_commit == 0 and kills < 24)
+
+    while more_kills():
         store = tmp_path / f"run-{cycles}.zarr"
         cycles += 1
         while True:
             proc = _start_child(store, cache)
-            if kills < 12:
-                time.sleep(rng.uniform(1.0, 5.0))
+            if more_kills():
+                if kills >= 12:  # still none after a commit: wait for one
+                    deadline = time.monotonic() + 120
+                    while not (store / COMMIT).exists() and proc.poll() is None:
+                        assert time.monotonic() < deadline
+                        time.sleep(0.05)
+                time.sleep(rng.uniform(1.0, 5.0) if kills < 12 else rng.uniform(0.0, 0.5))
                 if proc.poll() is None:
+                    committed = (store / COMMIT).exists()
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     kills += 1
+                    after_commit += committed
                     continue
             out = proc.communicate(timeout=300)[0].decode()
             assert proc.returncode == 0 and "DONE" in out, out
             break
         assert_same_run(store, reference)
-    assert cycles >= 1
+    assert after_commit >= 1, f"none of {kills} kills landed after the first commit"
 
 
 def test_cli_sample_resume_summary_plot(tmp_path, capsys):

@@ -72,7 +72,9 @@ def _resume(args: argparse.Namespace) -> int:
 
     recorded = ZarrSink.open_existing(args.store, writable=False).model_source or {}
     model = load_model_script(args.model, expected_sha256=recorded.get("sha256"))
-    run = sluice.resume(args.store, model, progress=not args.quiet)
+    run = sluice.resume(
+        args.store, model, progress=not args.quiet, allow_model_change=args.allow_model_change
+    )
     _report(run, args.store)
     return 0
 
@@ -285,6 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--model", required=True, help="the Python file defining `model` that the run started from"
     )
+    resume.add_argument(
+        "--allow-model-change",
+        action="store_true",
+        help="continue with a model whose program or data differs from the one that started "
+        "the run (the store then holds draws of both models)",
+    )
     resume.add_argument("--quiet", action="store_true", help="no progress bars")
     resume.set_defaults(func=_resume)
 
@@ -357,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sluice {args.command}: error: {module} is not installed{hint}", file=sys.stderr)
         return 2
     except (FileExistsError, FileNotFoundError, ValueError, OSError, ImportError) as error:
-        print(f"sluice {args.command}: error: {error}", file=sys.stderr)
+        # a StoreError (ValueError) or StoreWriteError (OSError) too: one line, no traceback
+        message = " ".join(str(error).split())
+        print(f"sluice {args.command}: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import uuid
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +27,6 @@ __all__ = [
     "VERSION",
     "Checkpoint",
     "StoreError",
-    "atomic_write",
-    "fsync_directory",
     "read_record",
     "write_record",
 ]
@@ -152,34 +147,3 @@ def read_record(path: Path) -> tuple[dict[str, Any], list[np.ndarray]]:
     if offset != len(body):
         raise ValueError("longer than its header says")
     return meta, carry
-
-
-def fsync_directory(path: Path) -> None:
-    """Make the entries of directory ``path`` (creations, renames) durable."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(target: Path, payload: bytes | Callable[[Any], None]) -> None:
-    """Write ``payload`` (bytes, or a function that writes to a file) to ``target``
-    atomically and durably: a temporary file of a unique name, flushed and synced,
-    renamed over ``target``, then the directory synced. On failure the temporary
-    file is removed and ``target`` is untouched."""
-    target = Path(target)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            if callable(payload):
-                payload(f)
-            else:
-                f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_directory(target.parent)

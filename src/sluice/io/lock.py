@@ -2,6 +2,11 @@
 
 The lock file sits beside the store (``run.zarr.lock``), so that replacing
 a store (``overwrite=True``) cannot remove the lock another writer holds.
+It is keyed on the store's real path (``os.path.realpath``): a store reached
+through a symbolic link of another name, or through a linked parent folder,
+has the one lock of the store it leads to. The lock file is opened without
+following a symbolic link and must be a regular file with one name (no hard
+link): sluice truncates it, and never truncates a file it was pointed at.
 The holder writes who it is (host, process id, command, time) into the file
 after locking; a second writer is refused with that description. The kernel
 releases a ``flock`` when its holder dies, whatever the cause (SIGKILL
@@ -11,9 +16,11 @@ run, process 0 holds the lock for the whole run.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -34,12 +41,18 @@ class StoreLockedError(StoreError):
 
 
 class StoreLock:
-    """The exclusive lock of the store at ``store`` (a directory path)."""
+    """The exclusive lock of the store at ``store`` (a directory path, or a symbolic
+    link to one: the lock is the real store's)."""
 
     def __init__(self, store: str | os.PathLike) -> None:
-        store = Path(store)
-        self.path = store.with_name(store.name + ".lock")
+        self.store = Path(store)
         self._fd: int | None = None
+
+    @property
+    def path(self) -> Path:
+        """The lock file: beside the store's real path, named after it."""
+        real = Path(os.path.realpath(self.store))
+        return real.with_name(real.name + ".lock")
 
     @property
     def held(self) -> bool:
@@ -49,17 +62,19 @@ class StoreLock:
         """Take the lock, or raise :class:`StoreLockedError` naming its holder."""
         if self._fd is not None or fcntl is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = _open_lock_file(path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = self._describe(fd)
             os.close(fd)
-            store = self.path.with_name(self.path.name[: -len(".lock")])
+            store = path.with_name(path.name[: -len(".lock")])
+            alias = "" if Path(self.store).absolute() == store else f" (reached as {self.store})"
             raise StoreLockedError(
-                f"{store} is being written by another process ({holder}); wait for it to "
-                f"finish, or stop it, before writing this store"
+                f"{store}{alias} is being written by another process ({holder}); wait for it "
+                f"to finish, or stop it, before writing this store"
             ) from None
         except BaseException:
             os.close(fd)
@@ -96,3 +111,28 @@ class StoreLock:
             f"pid {info.get('pid')} on {info.get('host')}, since {info.get('since')}: "
             f"{info.get('command')}"
         )
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (or create) the lock file: never through a symbolic link, and only a regular
+    file with no other name (a hard link would let the truncation reach another file)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags | os.O_NONBLOCK, 0o644)  # O_NONBLOCK: a planted FIFO
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise StoreError(
+                f"the lock file {path} is a symbolic link; sluice never writes through one. "
+                "Remove it (it is not sluice's) and run again"
+            ) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else "a hard link"
+        raise StoreError(
+            f"the lock file {path} is {what}; sluice writes only a lock file of its own. "
+            "Remove it (it is not sluice's) and run again"
+        )
+    os.set_blocking(fd, True)
+    return fd

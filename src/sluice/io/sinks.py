@@ -79,8 +79,11 @@ class ResumableSink(Sink, Protocol):
         """The description the store was opened with (settings and model identity)."""
         ...
 
-    def check_compatible(self, description: dict[str, Any]) -> None:
-        """Raise naming the first setting or model property that differs."""
+    def check_compatible(
+        self, description: dict[str, Any], *, allow_model_change: bool = False
+    ) -> None:
+        """Raise naming the first setting or model property that differs (the model's
+        program or data only without ``allow_model_change``)."""
         ...
 
     def save_checkpoint(self, checkpoint: Any, process: int, parity: int) -> None: ...

@@ -11,7 +11,8 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
       observed_data/<name>
       sluice-checkpoint-p<P>-<parity>.ckpt  process P's chains' state after a chunk
       sluice-commit.json                     which parity is complete, and where
-    run.zarr.lock                the writer's exclusive lock (sluice.io.lock)
+    run.zarr.lock                the writer's exclusive lock (sluice.io.lock), beside
+                                 the store's real path
 
 Writes never share a Zarr chunk: along ``chain`` a Zarr chunk is one chain
 (runs of more than :data:`ONE_CHAIN_CHUNKS_UP_TO` chains: one process's
@@ -35,9 +36,18 @@ commit record lists a CRC-32 of every ``zarr.json``. Damage is a
 an empty store. Stores of formats 1 and 2 (older sluice) carry no checksums:
 they are read as they are, unchecked, and not resumed.
 
-A store records its model's fingerprint, data hash and a few values of its
-functions, and sluice's and JAX's versions, but no code to run:
-``sluice.resume(path, model)`` is given the model and checks it.
+A store records its model's program fingerprint and data hash, and sluice's
+and JAX's versions, but no code to run: ``sluice.resume(path, model)`` is
+given the model and refuses one whose program or data differs (unless told
+``allow_model_change=True``).
+
+A store is built beside its place (``.run.zarr.creating-<hex>``) and renamed
+into it, so a kill while creating it leaves no store; a store replaced is
+moved aside (``.run.zarr.deleting-<hex>``) before it is deleted. Before
+process 0 writes, holding the lock, it refuses a store that holds a symbolic
+link (a write would follow it out of the store) and removes what dead writers
+left: temporary files in the store, and those folders beside it
+(:mod:`sluice.io.leftovers`).
 """
 
 from __future__ import annotations
@@ -45,7 +55,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import uuid
 import warnings
 import zlib
@@ -61,9 +70,17 @@ from sluice.io.checkpoint import (
     VERSION,
     Checkpoint,
     StoreError,
-    atomic_write,
-    fsync_directory,
 )
+from sluice.io.durable import atomic_write, fsync_directory, fsync_file, sync_chunks, sync_tree
+from sluice.io.leftovers import (
+    HALF_CREATED,
+    half_created,
+    leftovers,
+    prepare_for_writing,
+    remove_leftovers,
+    remove_store,
+)
+from sluice.io.leftovers import is_sluice_store as _is_sluice_store
 from sluice.io.lock import StoreLock, StoreLockedError
 from sluice.io.sinks import Layout
 
@@ -99,17 +116,6 @@ def _quiet_zarr() -> Any:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr")
         yield
-
-
-def _is_sluice_store(path: Path) -> bool:
-    meta = path / "zarr.json"
-    if not meta.is_file():
-        return False
-    try:
-        attrs = json.loads(meta.read_text()).get("attributes", {})
-    except (OSError, ValueError):
-        return False
-    return attrs.get("sluice", {}).get("format") == FORMAT
 
 
 def _checkpoint_name(process: int, parity: int) -> str:
@@ -209,37 +215,62 @@ class ZarrSink:
                 )
         if layout.process_index == 0:
             self._lock.acquire()
+            prepare_for_writing(Path(os.path.realpath(self.path)))
         self._local = (first, last)
 
     def _create(self, layout: Layout, description: dict[str, Any]) -> None:
-        import zarr
-
         if self._root is not None:  # reopened by resume() with no checkpoint: start afresh
             self.overwrite = True
         self._lock.acquire()  # before looking: a live writer's store is never replaced
-        if self.path.exists() and any(self.path.iterdir()):
-            if not _is_sluice_store(self.path):
-                raise FileExistsError(
-                    f"{self.path} exists and is not a sluice store; refusing to overwrite it"
-                )
-            if not self.overwrite:
-                raise FileExistsError(
-                    f"{self.path} already holds a sluice run ({self._state()}); continue it with "
-                    f"sluice.resume({str(self.path)!r}) (CLI: sluice resume), or replace it with "
-                    "ZarrSink(..., overwrite=True) (CLI: --overwrite)"
-                )
-            # Move it aside atomically before deleting it: a kill at any moment
-            # leaves either the old store or none at `path`, never half of one.
-            doomed = self.path.with_name(f"{self.path.name}.deleting-{uuid.uuid4().hex[:8]}")
-            os.replace(self.path, doomed)
-            shutil.rmtree(doomed)
+        real = Path(os.path.realpath(self.path))
+        remove_leftovers(real)
+        replaces = self._refuse_or_replace(real)
+        # The new store is built beside its place and renamed into it: a kill before
+        # that rename leaves no store, only a staging folder the next writer removes.
+        staging = real.with_name(f".{real.name}.creating-{uuid.uuid4().hex[:12]}")
+        self._build(staging, layout, description)
+        sync_tree(staging)  # the empty store is on disk before any draw
+        if replaces:  # moved aside first: a kill leaves the old store, or no store
+            doomed = real.with_name(f".{real.name}.deleting-{uuid.uuid4().hex[:12]}")
+            os.replace(real, doomed)
+        os.replace(staging, real)  # onto nothing, or onto an empty folder
+        fsync_directory(real.parent)
+        if replaces:
+            remove_store(doomed)
+        fresh = ZarrSink.open_existing(self.path)
+        self._root, self._arrays = fresh._root, fresh._arrays
+        self._manifest = _integrity().metadata_digests(self.path)  # what commits record
+        self.attach(layout)
+
+    def _refuse_or_replace(self, real: Path) -> bool:
+        """Whether a store at ``real`` is to be replaced; raises where it must stay."""
+        if not real.exists() or (real.is_dir() and not any(real.iterdir())):
+            return False
+        if _is_sluice_store(real):
+            if self.overwrite:
+                return True
+            raise FileExistsError(
+                f"{self.path} already holds a sluice run ({self._state()}); continue it with "
+                f"sluice.resume({str(self.path)!r}) (CLI: sluice resume), or replace it with "
+                "ZarrSink(..., overwrite=True) (CLI: --overwrite)"
+            )
+        if half_created(real):
+            if self.overwrite:
+                return True
+            raise FileExistsError(f"{self.path} {HALF_CREATED}")
+        raise FileExistsError(
+            f"{self.path} exists and is not a sluice store; refusing to overwrite it"
+        )
+
+    def _build(self, staging: Path, layout: Layout, description: dict[str, Any]) -> None:
+        """Create the store's hierarchy, with its empty arrays, at ``staging``."""
+        import zarr
+
         draw_chunk = min(layout.chunk_size or layout.num_draws, layout.num_draws)
         chain_chunk = _chain_chunk(layout)
-        # The root group is created with its sluice attributes in one write: a
-        # run killed while creating arrays leaves a store that resume() recreates.
         root = zarr.open_group(
-            self.path,
-            mode="w",
+            staging,
+            mode="w-",
             zarr_format=3,
             attributes={
                 "sluice": {
@@ -255,10 +286,9 @@ class ZarrSink:
         for group, names in layout.groups.items():
             g = root.create_group(group)
             self._coords(g, layout.chains, layout.num_draws)
-            self._arrays[group] = {}
             for name, (shape, dtype) in names.items():
                 fill = np.nan if np.issubdtype(dtype, np.floating) else 0
-                self._arrays[group][name] = g.create_array(
+                g.create_array(
                     name,
                     shape=(layout.chains, layout.num_draws, *shape),
                     chunks=(chain_chunk, draw_chunk, *shape),
@@ -278,10 +308,6 @@ class ZarrSink:
                     **_integrity().array_options(),
                 )
         self._write_coords(root, layout)
-        _sync_tree(self.path)  # the empty store is on disk before any draw
-        self._manifest = _integrity().metadata_digests(self.path)  # what commits record
-        self._root = root
-        self.attach(layout)
 
     @staticmethod
     def _write_coords(root: Any, layout: Layout) -> None:
@@ -323,7 +349,7 @@ class ZarrSink:
                     array = self._arrays[group][name]
                     array[first:last, start : start + n] = values
                     if self.durable:
-                        _sync_chunks(self.path, array, (first, last), (start, start + n))
+                        sync_chunks(self.path, array, (first, last), (start, start + n))
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
@@ -395,7 +421,7 @@ class ZarrSink:
         with _quiet_zarr():
             for array, shape in self._cut_arrays(draws):
                 array.resize(shape)
-                _fsync_file(self.path / array.path / "zarr.json")
+                fsync_file(self.path / array.path / "zarr.json")
 
     def _cut_arrays(self, draws: int) -> list[tuple[Any, tuple[int, ...]]]:
         """The arrays :meth:`stop` cuts to ``draws`` draws, with their new shapes: each
@@ -452,11 +478,23 @@ class ZarrSink:
 
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"no store at {path}")
+            left = leftovers(Path(os.path.realpath(path)))
+            raise FileNotFoundError(
+                f"no store at {path}"
+                + (
+                    f": a run creating or replacing it was killed before it was complete (it left "
+                    f"{left[0].name}, which the next run writing {path} removes); start "
+                    "the run again"
+                    if left
+                    else ""
+                )
+            )
         sink = cls(path)
         record = sink._commit_record()
         store = _integrity().checked_store(path, record, path / COMMIT, writable, LAYOUT_GROUPS)
         if not _is_sluice_store(path):
+            if half_created(path):
+                raise StoreError(f"{path} {HALF_CREATED}")
             raise StoreError(
                 f"{path} is not a sluice store (no sluice metadata in {path / 'zarr.json'})"
             )
@@ -631,55 +669,15 @@ class ZarrSink:
             return 0
         return max(0, record["next_iteration"] - self._recorded_layout()["warmup"])
 
-    def check_compatible(self, description: dict[str, Any]) -> None:
-        """Raise :class:`StoreError` naming the first setting or model property that differs.
+    def check_compatible(
+        self, description: dict[str, Any], *, allow_model_change: bool = False
+    ) -> None:
+        """Raise :class:`StoreError` naming the first setting or model property that differs
+        from the run that wrote this store (:func:`sluice.io.identity.check_same_run`)."""
+        from sluice.io.identity import check_same_run
 
-        The model's programs may print differently under another JAX release: a
-        different fingerprint is accepted when the model's values at the recorded
-        probe points agree (to float32 rounding), and refused otherwise, naming
-        the JAX versions when they differ.
-        """
-        stored = self.description()
-        what_model = {
-            "dim": "the model's number of parameters",
-            "dtype": "the model's parameter dtype",
-            "draws": "the names or shapes of the recorded quantities",
-            "data": "the model's data values",
-            "name": "the model's name",
-        }
-        checks = [("config", key, f"the setting {key!r}") for key in sorted(stored["config"])]
-        checks += [("model", key, what) for key, what in what_model.items()]
-        for section, key, what in checks:
-            old = stored[section].get(key)
-            new = json.loads(json.dumps(description[section].get(key)))
-            if old != new:
-                detail = "" if key == "data" else f" (stored {old!r}, now {new!r})"
-                raise StoreError(
-                    f"cannot resume {self.path}: {what} differs from the run that wrote it{detail}"
-                )
-        old_model, new_model = stored["model"], description["model"]
-        if old_model.get("program") == new_model.get("program"):
-            return
-        old_probes, new_probes = old_model.get("probes"), new_model.get("probes")
-        same_values = (
-            old_probes is not None
-            and new_probes is not None
-            and len(old_probes) == len(new_probes)
-            and np.allclose(old_probes, new_probes, rtol=1e-5, atol=1e-6, equal_nan=True)
-        )
-        if same_values:
-            return  # the same functions, printed differently (another JAX, say)
-        jax_then, jax_now = old_model.get("jax"), new_model.get("jax")
-        cause = ""
-        if jax_then and jax_now and jax_then != jax_now:
-            cause = (
-                f"; the store was written under JAX {jax_then} and this is JAX {jax_now}, "
-                "which may compute the same model differently"
-            )
-        raise StoreError(
-            f"cannot resume {self.path}: the model's log-density, transform or log-likelihood "
-            f"differs from the run that wrote it (its programs and its values at the store's "
-            f"probe points){cause}"
+        check_same_run(
+            self.path, self.description(), description, allow_model_change=allow_model_change
         )
 
     def kept(self) -> dict[str, dict[str, Any]]:
@@ -749,43 +747,3 @@ def _versions() -> dict[str, str]:
 def _record_crc(record: dict[str, Any]) -> int:
     fields = {k: v for k, v in record.items() if k != "crc32"}
     return zlib.crc32(json.dumps(fields, sort_keys=True).encode())
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_chunks(root: Path, array: Any, chains: tuple[int, int], draws: tuple[int, int]) -> None:
-    """Sync the Zarr chunk files of ``array[chains, draws]`` and the directories that
-    hold them (up to the array's own), so that they survive a power cut."""
-    encode = array.metadata.chunk_key_encoding.encode_chunk_key
-    c, d = array.chunks[0], array.chunks[1]
-    rest = (0,) * (len(array.shape) - 2)
-    base = root / array.path
-    directories = set()
-    for ci in range(chains[0] // c, -(-chains[1] // c)):
-        for di in range(draws[0] // d, -(-draws[1] // d)):
-            file = base / encode((ci, di, *rest))
-            if file.exists():
-                _fsync_file(file)
-            parent = file.parent
-            while not parent.exists():
-                parent = parent.parent
-            while parent != base.parent and parent not in directories:
-                directories.add(parent)
-                parent = parent.parent
-    for directory in sorted(directories, key=lambda p: -len(p.parts)):
-        fsync_directory(directory)
-
-
-def _sync_tree(root: Path) -> None:
-    """Sync every file and directory under ``root`` (and ``root`` in its parent)."""
-    for directory, _, files in os.walk(root, topdown=False):
-        for name in files:
-            _fsync_file(Path(directory) / name)
-        fsync_directory(Path(directory))
-    fsync_directory(root.parent)

@@ -19,7 +19,8 @@ import jax
 import numpy as np
 
 from sluice._jax.tree import path_name
-from sluice.io.checkpoint import StoreError, atomic_write, read_record, write_record
+from sluice.io.checkpoint import StoreError, read_record, write_record
+from sluice.io.durable import atomic_write
 from sluice.io.store import ZarrSink
 
 __all__ = ["FILE", "read_summary", "write_summary"]

@@ -173,10 +173,11 @@ class Plan:
     def describe(self) -> dict[str, Any]:
         """The settings and model identity a resumed run must share (JSON-able).
 
-        The model's identity is its programs' fingerprint, its data's hash and,
-        for stores, the values of its functions at three fixed points
-        (``probes``), which identify it even when a JAX release prints the same
-        programs differently.
+        The model's identity is its programs' fingerprint (a hash of their
+        traced text, the same in every process and on any device layout) and
+        its data's hash (the bytes of the arrays it closes over); for stores,
+        also the JAX version that traced it, to explain a fingerprint that
+        another JAX release prints differently.
         """
         return self._description
 
@@ -184,7 +185,7 @@ class Plan:
     def _description(self) -> dict[str, Any]:
         model: dict[str, Any] = {}
         if self.resumable:
-            model = {"probes": self.flat.probe_values(), "jax": jax.__version__}
+            model = {"jax": jax.__version__}
         return {
             "config": self.config.to_json(),
             "model": {

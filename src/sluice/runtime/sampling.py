@@ -183,6 +183,7 @@ def resume(
     progress: bool = True,
     stats: dict[str, Statistic] | None = None,
     devices: list[jax.Device] | None = None,
+    allow_model_change: bool = False,
     **expected: Any,
 ) -> Run:
     """Continue an interrupted run from its store's last complete chunk.
@@ -198,11 +199,19 @@ def resume(
         The store (a ``sluice.ZarrSink`` path) of the interrupted run.
     model
         The run's model (a :class:`sluice.Model` or a log-density function). A
-        store never names code to run: the model is checked against the
-        fingerprint of its programs and data that the store records.
+        store never names code to run: the model must be the one that started
+        the run, exactly: the same program (the fingerprint of its traced
+        log-density, transform and log-likelihood) and the same data (a hash
+        of the arrays it closes over), as the store records them.
     progress, stats, devices
         As in :func:`sample`; ``stats`` must be the statistics the run started
         with (they are part of its checkpoint).
+    allow_model_change
+        Continue with a model whose program or data differs from the one that
+        started the run (the same parameters and recorded quantities): the
+        store then holds draws of both models. Needed, too, where another JAX
+        release traces the same model into another program, and for a store
+        that records no fingerprint of its model.
     **expected
         Settings the caller expects the run to have (``draws=...``,
         ``seed=...``, ...): a mismatch is an error that names the setting.
@@ -212,6 +221,8 @@ def resume(
     from sluice.io.store import ZarrSink
 
     _check_host_options(progress, devices)
+    if not isinstance(allow_model_change, bool):
+        raise TypeError(f"allow_model_change must be True or False, got {allow_model_change!r}")
     if model is None:
         raise TypeError(
             "resume() needs the run's model: sluice.resume(path, model). A store never "
@@ -231,7 +242,7 @@ def resume(
             )
     config = RunConfig.from_json(stored, kernel=kernel)
     plan = Plan.build(config, model, sink=sink, stats=stats, devices=devices, check_init=False)
-    sink.check_compatible(plan.describe())
+    sink.check_compatible(plan.describe(), allow_model_change=allow_model_change)
     checkpoint = sink.load_checkpoint()
     try:
         session = Session(plan, sink, progress)
