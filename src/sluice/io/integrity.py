@@ -15,9 +15,12 @@ metadata document against the manifest, and each chunk against its checksum (and
 that one of the committed region exists) as Zarr reads it, and raises a
 :class:`StoreError` naming the file. Read-only, it hands Zarr each checked chunk
 without its checksum (and the arrays' metadata without the codec), so that a
-chunk's CRC-32C is computed once per read, not twice. Opening a store checks the
-manifest; resuming one also reads every committed chunk once (:func:`check_chunks`),
-so that a run never continues on damaged draws.
+chunk's CRC-32C is computed once per read, not twice; it is computed in the worker
+thread that reads the chunk (the ``crc32c`` package releases the GIL), so a read's
+chunks are checked in parallel. Opening a store checks the manifest, and the
+documents it checked are those Zarr is handed (read once, and what was checked is
+what is used); resuming one also reads every committed chunk once
+(:func:`check_chunks`), so that a run never continues on damaged draws.
 
 This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
 so that ``import sluice`` does not.
@@ -25,6 +28,7 @@ so that ``import sluice`` does not.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -33,7 +37,7 @@ from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
 from typing import Any
 
-import google_crc32c
+import crc32c
 import numpy as np
 from zarr.codecs import Crc32cCodec, ZstdCodec
 from zarr.storage import WrapperStore
@@ -96,18 +100,19 @@ def resized_digest(array: Any, shape: tuple[int, ...]) -> int:
 
 def check_metadata(
     root: Path, manifest: dict[str, list[int]], record: Path
-) -> dict[str, dict[str, Any]]:
+) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
     """Every document of the manifest exists and has a recorded CRC-32; else a
     :class:`StoreError` naming the first that does not. Returns the arrays' documents,
-    ``{array path: metadata}``."""
-    arrays = {}
+    ``{array path: metadata}``, and the bytes checked, ``{key: document}``."""
+    arrays, checked = {}, {}
     for name, accepted in manifest.items():
         data = _read(root / name)
         _check_document(root / name, data, accepted, record)
+        checked[name] = data
         meta = json.loads(data)
         if meta.get("node_type") == "array":
             arrays[name[: -len(METADATA)].rstrip("/")] = meta
-    return arrays
+    return arrays, checked
 
 
 def committed_chunks(
@@ -156,7 +161,7 @@ def checked_store(
     store = CheckedStore(LocalStore(root, read_only=not writable), root, manifest,
                          record_path, None, draw_groups)  # fmt: skip
     if manifest is not None:
-        store.documents = check_metadata(root, manifest, record_path)
+        store.documents, store.verified = check_metadata(root, manifest, record_path)
     return store
 
 
@@ -186,6 +191,7 @@ class CheckedStore(WrapperStore):
         # the arrays whose chunks carry a CRC-32C: {path: draws per chunk, 0 if no draws}
         self._checked: dict[str, int] = {}
         self.documents: dict[str, dict[str, Any]] = {}  # the manifest's arrays' metadata
+        self.verified: dict[str, bytes] = {}  # the manifest's documents, as checked
 
     def check_committed(self) -> None:
         """Read every committed chunk once and check that it exists and matches its
@@ -198,34 +204,35 @@ class CheckedStore(WrapperStore):
             store, self.root, self.manifest, self.record, self.draws, self.draw_groups
         )
         other._checked, other.documents = self._checked, self.documents
+        other.verified = self.verified
         return other
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-        value = await self._store.get(key, prototype, byte_range)
-        if byte_range is not None:
-            return value  # (sluice reads whole chunks; a part cannot be checked)
+        if byte_range is not None:  # (sluice reads whole chunks; a part cannot be checked)
+            return await self._store.get(key, prototype, byte_range)
         if key == METADATA or key.endswith("/" + METADATA):
-            data = None if value is None else value.to_bytes()
-            if self.manifest is not None and key in self.manifest:
-                _check_document(self.root / key, data, self.manifest[key], self.record)
+            if self.read_only and key in self.verified:  # checked on opening: not read again
+                data = self.verified[key]
+            else:
+                value = await self._store.get(key, prototype, byte_range)
+                data = None if value is None else value.to_bytes()
+                if self.manifest is not None and key in self.manifest:
+                    _check_document(self.root / key, data, self.manifest[key], self.record)
             if data is not None and self._learn(key, data) and self.read_only:
                 return prototype.buffer.from_bytes(_without_checksum(data))
-            return value
+            return None if data is None else prototype.buffer.from_bytes(data)
         array, index = _chunk_of(key)
-        if array in self._checked:
-            per_chunk = self._checked[array]
-            committed = self.draws is not None and (
-                per_chunk == 0 or index[1] * per_chunk < self.draws
-            )
-            if value is None:
-                if committed:
-                    _check_chunk(self.root / key, None, committed=True)
-                return value
-            data = value.as_numpy_array()
-            _check_chunk(self.root, data, committed=committed, key=key)
-            if self.read_only:  # checked once: Zarr reads it without the checksum
-                return prototype.buffer.from_array_like(data[:-4])
-        return value
+        if array not in self._checked:
+            return await self._store.get(key, prototype, byte_range)
+        per_chunk = self._checked[array]
+        committed = self.draws is not None and (per_chunk == 0 or index[1] * per_chunk < self.draws)
+        # read and checked in one worker thread: the CRC-32C releases the GIL, so the
+        # checks of a read's chunks run in parallel, as their reads do
+        data = await asyncio.to_thread(_read_chunk, self.root, key, committed)
+        if data is None:
+            return None
+        # read-only, checked once: Zarr reads it without the checksum
+        return prototype.buffer.from_array_like(data[:-4] if self.read_only else data)
 
     async def get_partial_values(self, prototype: Any, key_ranges: Iterable[Any]) -> list[Any]:
         return [await self.get(key, prototype, byte_range) for key, byte_range in key_ranges]
@@ -280,6 +287,13 @@ def _read(file: Path) -> bytes | None:
         raise StoreError(f"{file} cannot be read: {error.strerror or error}") from error
 
 
+def _read_chunk(root: Path, key: str, committed: bool) -> np.ndarray | None:
+    """The bytes of chunk ``key``, checked (``None``: no file, where that is allowed)."""
+    data = _read(root / key)
+    _check_chunk(root, data, committed=committed, key=key)
+    return None if data is None else np.frombuffer(data, np.uint8)
+
+
 def _check_document(file: Path, data: bytes | None, accepted: list[int], record: Any) -> None:
     where = f"the commit record {record}" if record else "the store's commit record"
     if data is None:
@@ -297,11 +311,13 @@ def _check_document(file: Path, data: bytes | None, accepted: list[int], record:
 def _check_chunk(file: Path, data: Any, committed: bool, key: str | None = None) -> None:
     """A chunk's bytes end with the CRC-32C of the rest; ``None``: no file. The file is
     ``file``, or ``file / key`` (joined only to name it)."""
+    if data is None and not committed:
+        return
     if data is not None:
         data = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
         if len(data) >= 4:
             stored = int.from_bytes(bytes(data[-4:]), "little")
-            if google_crc32c.value(data[:-4]) == stored:
+            if crc32c.crc32c(data[:-4]) == stored:
                 return
     file = file if key is None else file / key
     problem = "is missing" if data is None else "is damaged (its checksum does not match)"
