@@ -503,6 +503,8 @@ AREAS: tuple[Area, ...] = (
             Job("store-overhead", "bench/store.py overhead", parse_store,
                 "bench/store.py overhead --dim 1000 --draws 200 --chunk-size 100 --reps 1 "
                 "--warmup 50", json=False),
+            Job("store-read", "bench/store.py read --reps 31", parse_store,
+                "bench/store.py read --dim 100 --draws 200 --reps 3", json=False),
             Job("store-big", "bench/store.py big --chunk-size 100", parse_store,
                 "bench/store.py big --dim 1000 --draws 400 --chunk-size 100 --warmup 50",
                 json=False),

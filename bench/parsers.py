@@ -268,6 +268,22 @@ def parse_memory(out: Output) -> list[Row]:
 def parse_store(out: Output) -> list[Row]:
     rows = []
     for r in json_lines(out.text):
+        if r.get("benchmark") == "store-read":
+            rows.append(
+                {
+                    "run": f"reading a finished store with and without its checksums, "
+                    f"{r['dim']:,} dims, {r['chains']} x {r['draws']:,} draws "
+                    f"({r['store_bytes'] / 1e6:.0f} MB), chunks of {r['chunk_size']}",
+                    "sampling": None,
+                    "wall": f"checked {r['median_checked_s']:.3f}, unchecked "
+                    f"{r['median_unchecked_s']:.3f} (medians of {len(r['checked_s'])})",
+                    "peak": None,
+                    "result": f"checked / unchecked {r['median_ratio_checked_over_unchecked']:.3f}"
+                    f" (median); a resume's check of every committed chunk "
+                    f"{r['median_resume_check_s']:.3f} s",
+                }
+            )
+            continue
         gb = r["draw_bytes"] / 1e9
         if r.get("benchmark") == "store-overhead":
             memory = _statistics.median(r["memory_sampling_s"])
