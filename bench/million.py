@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--kernel", choices=["nuts", "hmc"], default="nuts")
+    parser.add_argument("--chunk-size", type=int, default=None, help="default: sluice's")
     parser.add_argument("--json", default=None)
     parser.add_argument("--progress", action="store_true", help="a line per chunk on stderr")
     args = parser.parse_args()
@@ -36,8 +38,10 @@ def main() -> None:
     model = sluice.Model(lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2),
                          init={"x": jnp.zeros(args.dim)})  # fmt: skip
     t0 = time.perf_counter()
-    run = sluice.sample(model, chains=args.chains, warmup=args.warmup, draws=args.draws,
-                        sink=None, progress=args.progress, seed=0)  # fmt: skip
+    kernel = sluice.kernels.hmc() if args.kernel == "hmc" else sluice.kernels.nuts()
+    run = sluice.sample(model, kernel=kernel, chains=args.chains, warmup=args.warmup,
+                        draws=args.draws, chunk_size=args.chunk_size, sink=None,
+                        progress=args.progress, seed=0)  # fmt: skip
     t1 = time.perf_counter()
     sampling_rss = peak_rss_bytes()
     table = run.summary(round_to="none")
@@ -50,6 +54,7 @@ def main() -> None:
     info = run.info
     result = {
         "dim": args.dim, "chains": args.chains, "warmup": args.warmup, "draws": args.draws,
+        "kernel": args.kernel,
         "chunk_size": info.chunk_size, "sample_seconds": t1 - t0,
         "compile_seconds": info.compile_seconds, "warmup_seconds": info.warmup_seconds,
         "sampling_seconds": info.sampling_seconds, "summary_seconds": t2 - t1,

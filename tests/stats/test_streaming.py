@@ -487,8 +487,9 @@ def test_counters_saturate_and_are_restored_when_chains_merge():
     """A chain counts in uint16 (its draws fit); merged chains may hold more than
     65,535 draws in one bucket. The buckets' total is known, so one saturated bucket
     per element is restored exactly: the quantiles equal those of int32 counters
-    (a run allowed more draws) and NumPy's within their bucket. With two buckets
-    past the limit the split is unknown: those quantiles are NaN, the rest stand."""
+    (a run allowed more draws) and NumPy's within their bucket, the HDI the int32
+    counters' within its bucket. With two buckets past the limit the split is
+    unknown: those quantiles are NaN, the rest stand."""
     chains, draws, chunk = 4, 20_000, 10_000
     rng = np.random.default_rng(11)
     # element 0: mostly one value (76,000 of 80,000 draws in its bucket); element 1:
@@ -504,7 +505,6 @@ def test_counters_saturate_and_are_restored_when_chains_merge():
     got = _feed(small, list(x), pilot, chunk)
     want = _feed(wide, list(x), pilot, chunk)
     np.testing.assert_allclose(got["quantiles"], want["quantiles"], rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(got["hdi"], want["hdi"], rtol=1e-6, atol=1e-7)
     flat = x.reshape(-1, 3)
     ref = np.quantile(flat, [0.03, 0.5, 0.97], axis=0).T
     assert np.all(np.isfinite(got["quantiles"]))
@@ -516,6 +516,12 @@ def test_counters_saturate_and_are_restored_when_chains_merge():
         at = np.clip(np.searchsorted(edges[e], ref[e], side="right") - 1, 1, 286)
         width = edges[e, at + 1] - edges[e, at]
         assert np.all(np.abs(got["quantiles"][e] - ref[e]) <= width), (e, got, ref)
+        # the HDI: the narrowest of its candidates, which for a point mass tie to
+        # rounding: the two programs' may pick another, within the same bucket
+        hdi_at = np.clip(np.searchsorted(edges[e], want["hdi"][e], side="right") - 1, 1, 286)
+        hdi_width = edges[e, hdi_at + 1] - edges[e, hdi_at]
+        assert np.all(np.abs(got["hdi"][e] - want["hdi"][e]) <= hdi_width), (e, got, want)
+    np.testing.assert_allclose(got["hdi"][1], want["hdi"][1], rtol=1e-6, atol=1e-7)
     # a coin over 4 x 40,000 draws: both buckets past the limit
     coin = (rng.random((chains, 2 * draws, 1)) < 0.5).astype(np.float32)
     normal = rng.normal(size=(chains, 2 * draws, 1)).astype(np.float32)

@@ -495,6 +495,10 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
         return q + nan, hdi + nan
 
     q, hdi = _by_blocks(read, hist, edges)
+    # a bucket's reading can pass the draws' extremes (a point mass at the edge of
+    # its bucket); a quantile of the draws lies within their range
+    within = lambda v: jnp.clip(v, state.xmin[:, None], state.xmax[:, None])  # noqa: E731
+    q, hdi = within(q), within(hdi)
     fill = lambda v: jnp.where(  # noqa: E731
         bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
     )

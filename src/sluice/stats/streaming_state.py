@@ -179,17 +179,34 @@ class Hinges(NamedTuple):
     delta: jax.Array  # (J, D) slope changes there
 
 
+def _slopes(knots: jax.Array) -> jax.Array:
+    """``(8, D)`` the slope of each segment between ``knots`` ``(9, D)``, in score per
+    unit of ``x``; the outer two also extend beyond the outer knots.
+
+    A tied segment (a point mass in the pilot) has no extent: its slope is 0. A
+    tied outer segment extends with the slope of the nearest segment that has
+    width, so that draws beyond the pilot's range still spread over the
+    histogram's buckets; a pilot with no width at all (constant) with slope 1.
+    """
+    width = knots[1:] - knots[:-1]  # (8, D)
+    rise = jnp.asarray(np.diff(SCORES), knots.dtype)[:, None]
+    # knots interpolated between equal draws differ by rounding (a few ulps): tied
+    ulps = 4 * jnp.finfo(knots.dtype).eps * jnp.maximum(jnp.abs(knots[1:]), jnp.abs(knots[:-1]))
+    wide = width > ulps
+    slopes = jnp.where(wide, rise / jnp.where(wide, width, 1.0), 0.0)
+    some = jnp.any(wide, axis=0)
+    nearest = jnp.stack([jnp.argmax(wide, axis=0), len(wide) - 1 - jnp.argmax(wide[::-1], axis=0)])
+    first, last = jnp.take_along_axis(slopes, nearest, 0)
+    one = jnp.ones_like(first)
+    return slopes.at[0].set(jnp.where(some, first, one)).at[-1].set(jnp.where(some, last, one))
+
+
 def hinges(knots: jax.Array) -> Hinges:
     """The piecewise-linear normal scores through ``knots`` ``(9, D)``, extended
     linearly beyond the outer knots, as hinges (three operations per knot)."""
-    width = knots[1:] - knots[:-1]  # (8, D)
-    rise = jnp.asarray(np.diff(SCORES), knots.dtype)[:, None]
-    tiny = jnp.finfo(knots.dtype).tiny
-    # a zero-width segment (tied knots) has no extent: its slope does not matter
-    slopes = jnp.where(width > tiny, rise / jnp.maximum(width, tiny), 0.0)
-    first = slopes[0]
-    base = SCORES[0] - first * knots[0]
-    return Hinges(base, first, knots[1:-1], slopes[1:] - slopes[:-1])
+    slopes = _slopes(knots)
+    base = SCORES[0] - slopes[0] * knots[0]
+    return Hinges(base, slopes[0], knots[1:-1], slopes[1:] - slopes[:-1])
 
 
 def proxy(v: jax.Array, h: Hinges) -> jax.Array:
@@ -200,12 +217,14 @@ def proxy(v: jax.Array, h: Hinges) -> jax.Array:
     return z
 
 
-def inverse(z: jax.Array, h: Hinges) -> jax.Array:
-    """``x`` with ``proxy(x, h) = z`` (``z`` ``(D, M)``): the inverse of the
-    piecewise-linear proxy (a flat segment maps to its start)."""
-    tiny = jnp.finfo(z.dtype).tiny
+def inverse(z: jax.Array, knots: jax.Array) -> jax.Array:
+    """``x`` with ``proxy(x, hinges(knots)) = z`` (``z`` ``(D, M)``): the inverse of the
+    piecewise-linear proxy (a flat segment, tied knots, maps to its start). The
+    segments' slopes are taken exactly, not summed from the hinges' changes: a tied
+    segment's 0 would come back as rounding error, and its inverse as far away."""
+    h = hinges(knots)
     at = h.at.T  # (D, J)
-    slopes = jnp.concatenate([h.slope[:, None], h.slope[:, None] + jnp.cumsum(h.delta.T, 1)], 1)
+    slopes = _slopes(knots).T  # (D, J + 1)
     z_at = proxy(h.at, h).T  # (D, J): the proxy at each interior knot
     seg = jax.vmap(lambda za, zz: jnp.searchsorted(za, zz, side="right"))(z_at, z)  # (D, M)
     x0 = jnp.concatenate([jnp.zeros_like(at[:, :1]), at], axis=1)  # segment starts
@@ -213,8 +232,8 @@ def inverse(z: jax.Array, h: Hinges) -> jax.Array:
     s = jnp.take_along_axis(slopes, seg, axis=1)
     xs = jnp.take_along_axis(x0, seg, axis=1)
     zs = jnp.take_along_axis(z0, seg, axis=1)
-    first = (z - h.base[:, None]) / jnp.where(h.slope > tiny, h.slope, 1.0)[:, None]
-    inner = jnp.where(s > tiny, xs + (z - zs) / jnp.where(s > tiny, s, 1.0), xs)
+    first = (z - h.base[:, None]) / h.slope[:, None]  # (the first slope is never 0)
+    inner = jnp.where(s > 0, xs + (z - zs) / jnp.where(s > 0, s, 1.0), xs)
     return jnp.where(seg == 0, first, inner)
 
 
@@ -305,5 +324,6 @@ def bucket_edges(knots: jax.Array, settings: StreamSettings) -> jax.Array:
     w = jnp.asarray(np.interp(np.arange(settings.buckets + 1), position, at), knots.dtype)
     z = unscore(w)
     inner = inverse(jnp.broadcast_to(jnp.clip(z, -1e30, 1e30), (knots.shape[1], z.shape[0])),
-                    hinges(knots))  # fmt: skip
-    return jnp.where(jnp.isinf(z), z, inner)
+                    knots)  # fmt: skip
+    # non-decreasing whatever the rounding of the inverse: a bucket has no negative width
+    return jax.lax.cummax(jnp.where(jnp.isinf(z), z, inner), axis=1)
