@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +109,11 @@ def read_cost(args: argparse.Namespace) -> dict:
                       draws=args.draws, chunk_size=args.chunk_size, seed=3,
                       sink=ZarrSink(paths["checked"]), progress=False)  # fmt: skip
         shutil.copytree(paths["checked"], paths["unchecked"])
-        _without_checksums(paths["unchecked"])
+        # as format 2 wrote it: chunks without their CRC-32C, no manifest (read unchecked)
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.helpers.store_checks import as_older_format
+
+        as_older_format(paths["unchecked"], 2)
         for path in paths.values():
             read(path)  # imports, and both in the page cache
         for rep in range(args.reps):
@@ -134,29 +137,6 @@ def read_cost(args: argparse.Namespace) -> dict:
         "median_ratio_checked_over_unchecked": statistics.median(ratios),
         "median_resume_check_s": statistics.median(times["resume_check"]),
     }
-
-
-def _without_checksums(store: Path) -> None:
-    """Rewrite ``store`` as format 2 wrote it: chunks without their CRC-32C, a commit
-    record without a manifest (read unchecked)."""
-    for file in store.rglob("zarr.json"):
-        meta = json.loads(file.read_text())
-        if meta["node_type"] == "array" and meta["codecs"][-1] == {"name": "crc32c"}:
-            meta["codecs"] = meta["codecs"][:-1]
-            chunks = file.parent / "c"
-            for chunk in [chunks] if chunks.is_file() else chunks.rglob("*"):
-                if chunk.is_file():
-                    chunk.write_bytes(chunk.read_bytes()[:-4])
-        if file.parent == store:
-            meta["attributes"]["sluice"]["version"] = 2
-        file.write_text(json.dumps(meta))
-    commit = store / "sluice-commit.json"
-    record = json.loads(commit.read_text())
-    fields = {
-        k: v for k, v in record.items() if k not in ("version", "metadata", "summary", "crc32")
-    }
-    fields["crc32"] = zlib.crc32(json.dumps(fields, sort_keys=True).encode())
-    commit.write_text(json.dumps(fields))
 
 
 def big_child(args: argparse.Namespace) -> dict:

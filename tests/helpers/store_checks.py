@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import pytest
 from tests.helpers import store_child as child
 
 import sluice
@@ -21,6 +22,33 @@ def reference_run():
     return sluice.sample(
         child.model(), stats=child.STATS, default_stats=True, progress=False, **child.SETTINGS
     )
+
+
+class Interrupted(Exception):
+    pass
+
+
+class StopsAfter(ZarrSink):
+    """Raises after its ``limit``-th chunk of draws (the run stops; its store stays)."""
+
+    def __init__(self, path, limit, **kwargs):
+        super().__init__(path, **kwargs)
+        self.limit, self.writes = limit, 0
+
+    def write(self, start, chunk):
+        super().write(start, chunk)
+        self.writes += 1
+        if self.writes == self.limit:
+            raise Interrupted
+
+
+def interrupted_store(path: Path, limit: int = 3, **options) -> Path:
+    """The crash tests' run at ``path``, stopped by an exception after its ``limit``-th
+    chunk of draws (``options``: more arguments of ``sluice.sample``)."""
+    with pytest.raises(Interrupted):
+        sluice.sample(child.model(), sink=StopsAfter(path, limit), stats=child.STATS,
+                      progress=False, **child.SETTINGS, **options)  # fmt: skip
+    return path
 
 
 def assert_same_run(store: Path, reference, **options) -> None:

@@ -26,7 +26,7 @@ from tests.helpers.power_cut import Disk
 from tests.helpers.store_checks import (
     as_older_format,
     assert_same_run,
-    reference_run,
+    interrupted_store,
     reseal,
     write_commit_record,
 )
@@ -40,36 +40,6 @@ from sluice.io.store import COMMIT, StoreError, StoreLockedError, ZarrSink
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "helpers" / "cli_model.py"
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return reference_run()
-
-
-class Interrupted(Exception):
-    pass
-
-
-class StopsAfter(ZarrSink):
-    """Raises after its ``limit``-th chunk of draws (the run stops; its store stays)."""
-
-    def __init__(self, path, limit, **kwargs):
-        super().__init__(path, **kwargs)
-        self.limit, self.writes = limit, 0
-
-    def write(self, start, chunk):
-        super().write(start, chunk)
-        self.writes += 1
-        if self.writes == self.limit:
-            raise Interrupted
-
-
-def _interrupted_store(path: Path, limit: int = 3) -> Path:
-    with pytest.raises(Interrupted):
-        sluice.sample(child.model(), sink=StopsAfter(path, limit), stats=child.STATS,
-                      progress=False, **child.SETTINGS)  # fmt: skip
-    return path
 
 
 def _start_child(store: Path, **env: str) -> subprocess.Popen:
@@ -142,7 +112,7 @@ def test_a_layout_whose_writers_would_share_a_zarr_chunk_is_refused(tmp_path):
 
 # -- damage is an error ------------------------------------------------------------------
 def test_damaged_commit_records_are_refused_by_name(tmp_path):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     commit = store / COMMIT
     good = commit.read_text()
     record = json.loads(good)
@@ -173,7 +143,7 @@ def test_damaged_commit_records_are_refused_by_name(tmp_path):
 
 
 def test_damaged_checkpoints_are_refused_by_name(tmp_path):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     parity = json.loads((store / COMMIT).read_text())["parity"]
     name = f"sluice-checkpoint-p0-{parity}.ckpt"
     data = (store / name).read_bytes()
@@ -188,7 +158,7 @@ def test_damaged_checkpoints_are_refused_by_name(tmp_path):
 
 
 def test_the_summary_of_a_damaged_store_names_the_file(tmp_path, capsys):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     (store / COMMIT).write_text("{")
     assert cli_main(["summary", str(store)]) == 2
     err = capsys.readouterr().err
@@ -257,13 +227,13 @@ def test_without_syncs_a_power_cut_would_lose_the_store(tmp_path):
 
 # -- versions ------------------------------------------------------------------------------
 def test_stores_record_sluice_and_jax_versions(tmp_path):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     recorded = json.loads((store / "zarr.json").read_text())["attributes"]["sluice"]["versions"]
     assert recorded == {"sluice": metadata.version("sluice"), "jax": metadata.version("jax")}
 
 
 def test_a_checkpoint_of_another_sluice_version_is_refused(tmp_path):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     parity = json.loads((store / COMMIT).read_text())["parity"]
     path = store / f"sluice-checkpoint-p0-{parity}.ckpt"
     old = Checkpoint.from_file(path)
@@ -277,7 +247,7 @@ def test_a_program_traced_by_another_jax_is_refused_naming_both_versions(tmp_pat
     """Another JAX may trace the same model into another program (a new fingerprint): the
     resume is refused, naming both JAX versions and the override, which continues it
     exactly; so is a store that records no fingerprint of its model."""
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     meta_path = store / "zarr.json"
     meta = json.loads(meta_path.read_text())
     model = meta["attributes"]["sluice"]["description"]["model"]
@@ -299,7 +269,7 @@ FORMAT_1 = ROOT / "tests" / "data" / "format-1-store"
 
 
 def test_reading_a_store_writes_nothing(tmp_path):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     before = {p: (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*")}
     idata = sluice.open(store)
     assert idata.posterior["x"].shape == (3, 20, 2)

@@ -13,17 +13,12 @@ import jax
 import numpy as np
 import pytest
 from tests.helpers import store_child as child
-from tests.helpers.store_checks import assert_same_run, reference_run, reseal
+from tests.helpers.store_checks import assert_same_run, reseal
 
 import sluice
 from sluice.io.store import COMMIT, StoreError, StoreWriteError, ZarrSink
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return reference_run()
 
 
 def test_store_round_trip_and_lazy_inference_data(tmp_path, reference):

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from tests.helpers import store_child as child
-from tests.helpers.store_checks import assert_same_run, reference_run, reseal
+from tests.helpers.store_checks import assert_same_run, interrupted_store, reseal
 
 import sluice
 from sluice.apps.cli import main as cli_main
@@ -25,36 +25,6 @@ from sluice.io.store import COMMIT, StoreError, StoreLockedError, ZarrSink
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "helpers" / "cli_model.py"
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return reference_run()
-
-
-class Interrupted(Exception):
-    pass
-
-
-class StopsAfter(ZarrSink):
-    """Raises after its ``limit``-th chunk of draws (the run stops; its store stays)."""
-
-    def __init__(self, path, limit, **kwargs):
-        super().__init__(path, **kwargs)
-        self.limit, self.writes = limit, 0
-
-    def write(self, start, chunk):
-        super().write(start, chunk)
-        self.writes += 1
-        if self.writes == self.limit:
-            raise Interrupted
-
-
-def _interrupted_store(path: Path, limit: int = 3, **options) -> Path:
-    with pytest.raises(Interrupted):
-        sluice.sample(child.model(), sink=StopsAfter(path, limit), stats=child.STATS,
-                      progress=False, **child.SETTINGS, **options)  # fmt: skip
-    return path
 
 
 def _resume(store: Path, model=None, **options):
@@ -127,7 +97,7 @@ def test_a_planted_lock_file_link_is_refused_and_its_target_untouched(tmp_path, 
 def test_a_store_holding_a_symlinked_chunk_folder_is_refused_and_nothing_written_outside(
     tmp_path,
 ):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     outside = tmp_path / "outside"
     chunks = store / "posterior" / "x" / "c"
     chunks.rename(outside)
@@ -166,7 +136,7 @@ def test_a_kill_before_the_new_store_is_in_place_leaves_nothing_to_remove_by_han
 def test_a_half_created_store_of_an_older_sluice_is_explained_and_overwritten(tmp_path):
     """A run killed before its root metadata's rename (an older sluice created stores in
     place) leaves a folder holding Zarr's temporary root metadata only."""
-    made = _interrupted_store(tmp_path / "made.zarr")
+    made = interrupted_store(tmp_path / "made.zarr")
     store = tmp_path / "run.zarr"
     store.mkdir()
     (store / f"zarr.{'a' * 32}.partial").write_bytes((made / "zarr.json").read_bytes())
@@ -180,7 +150,7 @@ def test_a_half_created_store_of_an_older_sluice_is_explained_and_overwritten(tm
 
 
 def test_temporary_files_of_dead_writers_are_removed_by_the_next_writer(tmp_path, reference):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     dead = [
         store / f".{COMMIT}.0123456789ab.tmp",
         store / ".sluice-checkpoint-p0-1.ckpt.ba9876543210.tmp",
@@ -218,7 +188,7 @@ def _log_density(p, scales=(1.0, 2.0), offset=1.0):
 def test_a_model_that_differs_slightly_is_refused_naming_what_differs(tmp_path, reference):
     """Changes that agree with the model to 1e-5 wherever it is evaluated at a few points
     are refused all the same, naming the program or the data."""
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     program = "its program"
     data = "its data"
     variants = {
@@ -237,7 +207,7 @@ def test_a_model_that_differs_slightly_is_refused_naming_what_differs(tmp_path, 
 
 
 def test_an_intended_model_change_is_allowed_by_name(tmp_path):
-    store = _interrupted_store(tmp_path / "run.zarr")
+    store = interrupted_store(tmp_path / "run.zarr")
     changed = _variant(lambda p: 1.5 * _log_density(p))
     run = _resume(store, changed, allow_model_change=True)
     assert run.info.draws == child.SETTINGS["draws"]
@@ -251,7 +221,7 @@ def test_the_same_model_rebuilt_in_another_process_on_another_layout_is_accepted
     """Interrupted here on 3 devices; resumed by a fresh process of 1 device that builds
     the model again from the same code and data: its fingerprint and data hash are the
     store's (no ids, addresses or device layout in them)."""
-    store = _interrupted_store(tmp_path / "run.zarr", devices=jax.devices()[:3])
+    store = interrupted_store(tmp_path / "run.zarr", devices=jax.devices()[:3])
     resumed = _child(store, JAX_NUM_CPU_DEVICES="1")
     assert resumed.returncode == 0 and b"DONE" in resumed.stdout, resumed.stdout.decode()
     assert_same_run(store, reference)
