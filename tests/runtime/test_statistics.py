@@ -155,3 +155,62 @@ def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch,
     if waits:  # nothing released the compile: sampling began after its 5 s
         assert time.perf_counter() - t0 >= 5.0
     np.testing.assert_allclose(np.asarray(run.stats["m"]["x"]).shape, (2,))
+
+
+def test_the_statistics_update_compiles_after_the_chunk_program(monkeypatch):
+    """Warmup needs only the chunk program: the statistics' update program compiles in
+    the statistics' background thread, not in the one warmup waits for."""
+    import threading
+
+    import sluice
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    where = {}
+    real = programs.compiled
+
+    def spy(key, fn, args, **kw):
+        if isinstance(key, tuple) and key and key[0] == "mcmc.chunk":
+            where.setdefault(key[1], threading.current_thread().name)
+        return real(key, fn, args, **kw)
+
+    monkeypatch.setattr(programs, "compiled", spy)
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="update-later")
+    run = sluice.sample(model, chains=2, warmup=20, draws=20, sink=None, progress=False,
+                        devices=jax.devices()[:1])  # fmt: skip
+    programs.wait()
+    assert where["advance_donated"] == "sluice-compile"
+    assert where["update_statistics_donated"] == "sluice-precompile"
+    assert np.all(np.isfinite(run.summary()["mean"]))
+
+
+def test_compiled_says_whether_summarize_would_compile(monkeypatch):
+    statistic = stats.streaming.summary(8)
+    state = statistic.init({"x": jnp.asarray(np.random.default_rng(0).normal(size=(16, 5)))})
+    one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), state)
+    assert not run_statistics.compiled(statistic, one)
+    draws = {"x": jnp.ones((8, 5))}
+    states = [statistic.update_block(state, draws, 8) for _ in range(2)]
+    run_statistics.summarize(statistic, states)
+    assert run_statistics.compiled(statistic, one)
+    calls = _count_compiles(monkeypatch)
+    run_statistics.summarize(statistic, states)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "spent, elapsed, last, ready, due",
+    [
+        (0.0, 1.0, False, False, False),  # never waits for a compile
+        (0.0, 1.0, True, False, False),
+        (0.04, 1.0, False, True, True),  # within the share
+        (0.06, 1.0, False, True, False),  # past it
+        (0.06, 1.0, True, True, True),  # the last chunk is read
+    ],
+)
+def test_the_display_reads_the_statistics_within_its_share(monkeypatch, spent, elapsed, last,
+                                                            ready, due):  # fmt: skip
+    readouts = session_module._Readouts()
+    readouts.spent = spent
+    monkeypatch.setattr(session_module.time, "perf_counter", lambda: readouts.start + elapsed)
+    assert session_module.READOUT_SHARE == 0.05
+    assert readouts.due(last, ready) is due

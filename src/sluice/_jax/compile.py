@@ -67,6 +67,7 @@ __all__ = [
     "loop_options",
     "lower",
     "ready",
+    "spec",
     "wait",
 ]
 
@@ -90,7 +91,8 @@ _LOCK = threading.Lock()
 _THREADS: list[threading.Thread] = []
 
 
-def _spec(x: Any) -> Any:
+def spec(x: Any) -> Any:
+    """``x``'s shape and dtype (a Python scalar as it is), as the cache keys programs."""
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return jax.ShapeDtypeStruct(np.shape(x), np.dtype(x.dtype))
     return x  # a Python scalar: lowered by its type
@@ -270,7 +272,7 @@ def compiled(
 
 def call(key: Hashable, fn: Callable, *args: Any) -> Any:
     """``jit(fn)(*args)`` through the cache, compiled with ``fast_if_small``."""
-    specs = jax.tree.map(_spec, tuple(args))  # lowered from shapes: no device placement
+    specs = jax.tree.map(spec, tuple(args))  # lowered from shapes: no device placement
     return compiled(key, fn, specs, fast_if_small=True)(*args)
 
 

@@ -30,7 +30,7 @@ from sluice._jax import compile as programs
 from sluice.model import FlatModel
 from sluice.stats.base import Statistic
 
-__all__ = ["ELEMENT_BLOCK", "finalize", "merge_chains", "precompile", "start_program", "summarize"]
+__all__ = ["ELEMENT_BLOCK", "compiled", "finalize", "merge_chains", "precompile", "start_program", "summarize"]
 
 # elements merged and finalized at once: for the default summary, 4 chains' states of a
 # block are ~0.4 GB and their merge and finalize a few times that
@@ -121,6 +121,28 @@ def summarize(statistic: Statistic, states: list[Any]) -> Any:
     return jax.device_get(blocks.assemble(states[0], flat))
 
 
+def _readout_programs(statistic: Statistic, one: Any) -> tuple[tuple, tuple, Any]:
+    """``(merge_key, finalize_key, one)``: the keys of the merge and finalize programs
+    that :func:`summarize` runs on states shaped like ``one``, and the shapes they take
+    (a block of elements where the statistic is merged and finalized in blocks)."""
+    if _blocked(statistic, one):
+        n = ELEMENT_BLOCK
+        one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
+        return _merge_key(statistic), _block_finalize_key(statistic), one
+    return _merge_key(statistic), _finalize_key(statistic), one
+
+
+def compiled(statistic: Statistic, one: Any) -> bool:
+    """Whether :func:`summarize` of states shaped like ``one`` (arrays or
+    ``jax.ShapeDtypeStruct``) would find its programs compiled (none compiles here)."""
+    merge_key, finalize_key, one = _readout_programs(statistic, one)
+    specs = jax.tree.map(programs.spec, one)
+    return (
+        programs.ready(merge_key, (specs, specs)) is not None
+        and programs.ready(finalize_key, (specs,)) is not None
+    )
+
+
 def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
     """Compile ``statistic``'s merge of two states shaped like ``one``, and its finalize.
 
@@ -130,12 +152,10 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
     statistics, for ~80 MB more peak memory. Larger ones compile one after the
     other, as two compiles at once would stack their memory on a large run's.
     """
-    finalize_key, finalize_fn = _finalize_key(statistic), statistic.finalize
-    if _blocked(statistic, one):  # the programs of one block of elements
-        n = ELEMENT_BLOCK
-        one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
-        finalize_key, finalize_fn = _block_finalize_key(statistic), statistic.blocks.finalize
-    future, pending = programs.lower(_merge_key(statistic), statistic.merge, (one, one))
+    blocked = _blocked(statistic, one)  # then the programs of one block of elements
+    merge_key, finalize_key, one = _readout_programs(statistic, one)
+    finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
+    future, pending = programs.lower(merge_key, statistic.merge, (one, one))
     side = None
     if pending is not None:
         merged = pending.out_info
@@ -161,7 +181,11 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
 
 
 def precompile(
-    statistics: dict[str, Statistic], start_key: tuple, start: Callable, start_args: tuple
+    statistics: dict[str, Statistic],
+    start_key: tuple,
+    start: Callable,
+    start_args: tuple,
+    first: Callable[[], None] | None = None,
 ) -> threading.Thread | None:
     """Compile a run's statistics' start, merge and finalize in a background thread.
 
@@ -169,13 +193,16 @@ def precompile(
     ``{name: state}`` with a leading slot axis; ``start_args`` are arrays or
     ``jax.ShapeDtypeStruct``. Returns the (non-daemon) thread, or ``None``
     when there is nothing to do or background compiles are off. Failures
-    are left for the foreground calls to raise.
+    are left for the foreground calls to raise. ``first`` (the statistics' update
+    program's compile, which the first draws need) runs before the others.
     """
     if not statistics or not programs.background_enabled():
         return None
     specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), x.dtype), start_args)
 
     def work() -> None:
+        if first is not None:
+            first()
         try:
             states = programs.compiled(start_key, start, specs, fast_if_small=True).out_info
         except Exception:
