@@ -214,3 +214,37 @@ def test_the_display_reads_the_statistics_within_its_share(monkeypatch, spent, e
     monkeypatch.setattr(session_module.time, "perf_counter", lambda: readouts.start + elapsed)
     assert session_module.READOUT_SHARE == 0.05
     assert readouts.due(last, ready) is due
+
+
+def test_large_statistics_compile_where_they_are_used(monkeypatch):
+    """Statistics whose states hold at least FOREGROUND_STATISTICS_BYTES start no
+    background compile (it left the first sampling chunk holding a state more)."""
+    import threading
+
+    import sluice
+
+    monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
+    monkeypatch.setattr(compiling, "FOREGROUND_STATISTICS_BYTES", 0)
+    started = []
+    real = programs.in_background
+
+    def spy(work, name="sluice-compile"):
+        started.append(name)
+        return real(work, name)
+
+    monkeypatch.setattr(programs, "in_background", spy)
+    where = {}
+    real_compiled = programs.compiled
+
+    def record(key, fn, args, **kw):
+        if isinstance(key, tuple) and key and key[0] == "mcmc.chunk":
+            where.setdefault(key[1], threading.current_thread().name)
+        return real_compiled(key, fn, args, **kw)
+
+    monkeypatch.setattr(programs, "compiled", record)
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="foreground-stats")
+    run = sluice.sample(model, chains=2, warmup=100, draws=100, sink=None, progress=False,
+                        seed=1, devices=jax.devices()[:1])  # fmt: skip
+    assert "sluice-precompile" not in started
+    assert where["update_statistics_donated"] == "MainThread"
+    assert np.all(np.isfinite(run.summary()["ess_bulk"]))

@@ -343,6 +343,61 @@ def test_windows_of_any_size_give_the_same_state(monkeypatch):
     assert_trees_close(outs[0], outs[1], rtol=2e-5, atol=1e-6)
 
 
+def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):
+    """Past ``UPDATE_BLOCK`` elements the update runs a block of elements at a time
+    (its temporaries are one block's), and ``update_chains`` updates a stack of chains
+    in place: every sum is an element's own, so the states are the whole update's,
+    chain by chain, up to XLA's fusing of the arithmetic (float32 rounding, and a draw
+    within an ulp of a bucket's edge counted in its neighbour) (blocks of 64 over
+    200 elements: three full and a remainder; a short last chunk keeps its final
+    halves per element)."""
+    pilot, x = _data()
+    draws, chunk = 250, 100
+    s = streaming.summary(draws, chunk_size=chunk)
+    settings = s.key[1]
+    start = {"x": jnp.asarray(pilot)}
+    chunks = [(a, min(a + chunk, draws)) for a in range(0, draws, chunk)]
+
+    def per_chain() -> list:
+        update = jit(lambda st, d, n: streaming.update_block(settings, st, d, n))
+        states = []
+        for c in range(CHAINS):
+            state = s.init(start)
+            for a, b in chunks:
+                rows = np.zeros((chunk, x.shape[2]), np.float32)
+                rows[: b - a] = x[c, a:b]
+                state = update(state, {"x": jnp.asarray(rows)}, b - a)
+            states.append(state)
+        return jax.tree.map(lambda *v: np.stack([np.asarray(u) for u in v]), *states)
+
+    def stacked():
+        update = jit(lambda st, d, n: streaming.update_chains(settings, st, d, n))
+        states = jax.tree.map(lambda v: jnp.stack([v] * CHAINS), s.init(start))
+        for a, b in chunks:
+            rows = np.zeros((CHAINS, chunk, x.shape[2]), np.float32)
+            rows[:, : b - a] = x[:, a:b]
+            states = update(states, {"x": jnp.asarray(rows)}, b - a)
+        return jax.tree.map(np.asarray, states)
+
+    whole = per_chain()
+    monkeypatch.setattr(streaming, "UPDATE_BLOCK", 64)
+    for other in (per_chain(), stacked()):
+        for field in whole._fields:
+            for u, v in zip(jax.tree.leaves(getattr(whole, field)),
+                            jax.tree.leaves(getattr(other, field)), strict=True):  # fmt: skip
+                if field != "hist":
+                    np.testing.assert_allclose(u, v, rtol=2e-5, atol=1e-4)
+                    continue
+                u = u.reshape(CHAINS, -1, settings.buckets).astype(int)
+                v = v.reshape(CHAINS, -1, settings.buckets).astype(int)
+                np.testing.assert_array_equal(u.sum(-1), v.sum(-1))
+                moved = np.abs(np.cumsum(u, -1) - np.cumsum(v, -1))
+                assert moved.max() <= 1 and (u != v).mean() < 1e-3
+    out = s.finalize(functools.reduce(s.merge, [jax.tree.map(lambda v, c=c: v[c], whole)
+                                                for c in range(CHAINS)]))  # fmt: skip
+    np.testing.assert_allclose(out["mean"]["x"], x[:, :draws].mean(axis=(0, 1)), atol=1e-5)
+
+
 def test_quantiles_read_in_blocks_of_elements_equal_all_at_once(monkeypatch):
     """A million elements' HDI search runs over blocks of elements (memory): the same
     values (float32 rounding aside)."""

@@ -40,9 +40,10 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from sluice._jax import random
+from sluice._jax.batching import map_in_place
 from sluice.mcmc.protocol import Kernel
 from sluice.model import FlatModel
-from sluice.stats.base import Statistic, block_update
+from sluice.stats.base import Statistic, chains_update
 
 __all__ = ["ChainCarry", "ChunkCounters", "ChunkProgram", "RunKeys", "sample_stats_shapes"]
 
@@ -402,7 +403,7 @@ class ChunkProgram:
 
         ``carry_first``: ``fn`` returns a tuple whose first element has the
         structure of its first per-chain argument (the chunk's carry); sequential
-        chains then update that argument's buffers in place (:func:`_map_in_place`).
+        chains then update that argument's buffers in place (:func:`map_in_place`).
         """
 
         def batched(consts, *args):
@@ -414,7 +415,7 @@ class ChunkProgram:
             if self.chain_method == "vectorized":  # named: cross-chain warmups reduce over it
                 return jax.vmap(one, axis_name=_CHAINS)(*per_chain)
             if carry_first:
-                return _map_in_place(one, per_chain)
+                return map_in_place(one, per_chain)
             return jax.lax.map(lambda pc: one(*pc), per_chain)
 
         return self._sharded(batched, num_unbatched_tail)
@@ -429,14 +430,13 @@ class ChunkProgram:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
         first ``count`` rows of a chunk's ``draws`` (``{"posterior": ...}`` of
         ``advance``'s outputs), one chain after another with each state updated in place
-        (:func:`_map_in_place`; each chain's update is then the program a single chain's
+        (:func:`map_in_place`; each chain's update is then the program a single chain's
         would be). ``donate``: the statistics' states are reused (as ``advance_donated``
         reuses the carry)."""
-        update = block_update(self.statistic)
+        update = chains_update(self.statistic)
 
         def batched(_consts, stats, draws, count):
-            one = lambda s, d: (update(s, d["posterior"], count),)  # noqa: E731
-            return _map_in_place(one, (stats, draws))[0]
+            return update(stats, draws["posterior"], count)
 
         sharded = self._sharded(batched, num_unbatched_tail=1)
 
@@ -467,34 +467,6 @@ class ChunkProgram:
         # fresh ones made the allocator's footprint grow with the number of chunks.
         batched = self._batch(self._advance_one, num_unbatched_tail=5, carry_first=True)
         return jax.jit(batched, donate_argnums=(1,) if donate else ())
-
-
-def _map_in_place(one: Callable, per_chain: tuple) -> tuple:
-    """``lax.map(one, per_chain)`` for a ``one`` whose first output replaces its first input.
-
-    ``lax.map`` builds its stacked outputs from zeros, reads each chain's inputs
-    out of the stacked ones and writes each result into the new stack: three
-    passes over a carry that holds the statistics' states (tens of megabytes for
-    a 1,000-element model with the default statistics), for every chunk; they
-    doubled the statistics' cost at ten chunks per run. Here the stacked carry
-    is the scan's own state: each chain's result overwrites its input in place
-    (the chunk program donates the carry), and only the other outputs are
-    stacked by the scan.
-    """
-    carry, rest = per_chain[0], tuple(per_chain[1:])
-    n = jax.tree.leaves(carry)[0].shape[0]
-
-    def body(stacked, xs):
-        c, rest_c = xs
-        carry_c = jax.tree.map(
-            lambda x: jax.lax.dynamic_index_in_dim(x, c, keepdims=False), stacked
-        )
-        new, *more = one(carry_c, *rest_c)
-        put = lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, c, 0)  # noqa: E731
-        return jax.tree.map(put, stacked, new), tuple(more)
-
-    carry, outputs = jax.lax.scan(body, carry, (jnp.arange(n), rest))
-    return (carry, *outputs)
 
 
 def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.ShapeDtypeStruct]:

@@ -31,11 +31,14 @@ from sluice._jax import compile as programs
 from sluice.runtime import statistics as run_statistics
 from sluice.runtime.plan import Plan, bytes_per_draw
 
-__all__ = ["AWAIT_COMPILE_BYTES", "Compiler"]
+__all__ = ["AWAIT_COMPILE_BYTES", "FOREGROUND_STATISTICS_BYTES", "Compiler"]
 
 # Sampling phases holding at least this much (carries and two chunks of outputs)
 # wait for the statistics' background compile before they start.
 AWAIT_COMPILE_BYTES = 128 * 2**20
+# Statistics whose states hold at least this much compile in the foreground
+# (Compiler.precompile_statistics).
+FOREGROUND_STATISTICS_BYTES = 128 * 2**20
 
 
 class Compiler:
@@ -53,6 +56,7 @@ class Compiler:
         self._precompiling = False
         self._precompile_thread: threading.Thread | None = None
         self._statistics_job: Callable[[], None] | None = None  # see compile_beside
+        self._foreground = False  # the statistics compile in the foreground
 
     # -- which program, with which options -------------------------------------------
     @property
@@ -194,6 +198,14 @@ class Compiler:
         compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
         50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
         busy, saved only ~15% of the time on two cores.
+
+        Statistics whose states hold at least :data:`FOREGROUND_STATISTICS_BYTES` compile
+        where they are first used instead: after their programs had compiled in
+        the background, the first sampling chunk held one more state's worth of
+        memory than the others (+1.3 KB per element and chain at 200,000 and
+        1,000,000 elements, none with the same programs compiled in the
+        foreground; no live array holds it), which set the run's peak; their
+        compile is a small share of such a run.
         """
         p = self.plan
         if self._precompiling or not p.statistics:
@@ -207,9 +219,27 @@ class Compiler:
                 lambda s: jax.ShapeDtypeStruct((p.config.chains * pilot, *s.shape), s.dtype),
                 p.flat.draw_shapes(),
             )
+        states = jax.eval_shape(start, p.flat.consts, example)
+        if sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
+            FOREGROUND_STATISTICS_BYTES
+        ):
+            self._foreground = True
+            return
         self._precompile_thread = run_statistics.precompile(
             p.statistics, key, start, (p.flat.consts, example), first=self._statistics_job
         )
+
+    def compile_statistics_update(self) -> None:
+        """Compile the statistics' update program now, where they compile in the
+        foreground (:meth:`precompile_statistics`): the session calls this between
+        dropping the warmup's statistics states and starting the new ones, the
+        run's lowest memory, rather than at the first sampling chunk, where the
+        compile's heap (~0.5 GB at a million elements) stacked on the states."""
+        job, self._statistics_job = self._statistics_job, None
+        if job is not None and self._foreground:
+            t0 = time.perf_counter()
+            job()
+            self.seconds += time.perf_counter() - t0
 
     def await_precompile(self, carry: Any) -> None:
         """Let the statistics' background compile finish before a large run samples.

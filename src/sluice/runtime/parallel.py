@@ -148,6 +148,18 @@ class Topology:
 
         return jax.tree.map(one, tree)
 
+    def move_local(self, tree: Any) -> Any:
+        """:meth:`local`, a leaf at a time, each device array deleted once copied: a
+        pytree of gigabytes (a million-element model's statistics) never exists twice
+        (on the CPU the device is this machine's memory too)."""
+
+        def one(x: jax.Array) -> np.ndarray:
+            out = self.local(x)
+            x.delete()
+            return out
+
+        return jax.tree.map(one, tree)
+
     def allgather(self, local_tree: Any) -> Any:
         """Concatenate every process's local block (NumPy, leading ``slots_per_process``)."""
         if not self.multiprocess:

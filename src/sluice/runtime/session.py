@@ -424,6 +424,7 @@ class Session:
         # a million-element model's states are gigabytes, and one copy more than needed
         # is what runs out of memory
         self.carry = self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats))
+        self.compiler.compile_statistics_update()
         states = programs.call(key, start, p.flat.consts, example)
         if t.multiprocess:
             states = t.put_local(jax.device_get(states))
@@ -442,9 +443,14 @@ class Session:
         info.step_size = _param(params, "step_size")
         info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
-        stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.stats)))
-        # the device's copy goes now: a million-element model's states are gigabytes
-        self.carry = self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats))
+        # the device's copy goes as the host's comes: a million-element model's states
+        # are gigabytes
+        stats, self.carry = (
+            self.carry.stats,
+            self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats)),
+        )
+        stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.move_local(stats)))
+        del stats
         local_chains = t.local_chains
         if t.multiprocess and isinstance(self.sink, MemorySink):
             self._gather_kept_draws()

@@ -30,7 +30,15 @@ from sluice._jax import compile as programs
 from sluice.model import FlatModel
 from sluice.stats.base import Statistic
 
-__all__ = ["ELEMENT_BLOCK", "compiled", "finalize", "merge_chains", "precompile", "start_program", "summarize"]
+__all__ = [
+    "ELEMENT_BLOCK",
+    "compiled",
+    "finalize",
+    "merge_chains",
+    "precompile",
+    "start_program",
+    "summarize",
+]
 
 # elements merged and finalized at once: for the default summary, 4 chains' states of a
 # block are ~0.4 GB and their merge and finalize a few times that

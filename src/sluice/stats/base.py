@@ -21,6 +21,12 @@ Two optional fields make a statistic cheaper or better informed:
   axis of fixed length; rows from ``count`` on are to be ignored). The engine
   then buffers a chunk's draws and calls it once per chunk, where vectorised
   work over many draws costs less than per-draw work inside the sampler;
+* ``update_chains(states, draws, count) -> states``: ``update_block`` of every
+  chain of a stack (a leading chain axis on the states and the draws). The
+  engine updates a device's chains one after another, each chain's state read
+  out of the stack and written back (:func:`chains_update`); a statistic with
+  large states updates the stack in place instead, so that no chain's state is
+  copied;
 * ``pilot``: a number ``P`` of final warmup draws per chain. ``init`` then
   receives, instead of one example, the last ``P`` warmup draws of every chain
   of the run pooled along a leading axis (chain-major, the same on every
@@ -51,9 +57,11 @@ from typing import Any, NamedTuple
 
 import jax
 
+from sluice._jax.batching import map_in_place
+
 PyTree = Any
 
-__all__ = ["Blocks", "Statistic", "block_update"]
+__all__ = ["Blocks", "Statistic", "block_update", "chains_update"]
 
 
 class Blocks(NamedTuple):
@@ -76,6 +84,7 @@ class Statistic(NamedTuple):
     pilot: int = 0  # final warmup draws per chain that init receives, pooled (0: one example)
     update_block: Callable[[Any, PyTree, Any], Any] | None = None  # (state, draws, count)
     blocks: Blocks | None = None  # element-wise: merged and finalized in blocks of elements
+    update_chains: Callable[[Any, PyTree, Any], Any] | None = None  # (states, draws, count)
 
     @property
     def cache_key(self) -> Hashable:
@@ -83,7 +92,7 @@ class Statistic(NamedTuple):
         if self.key is not None:
             return self.key
         return ("functions", self.init, self.update, self.merge, self.finalize, self.pilot,
-                self.update_block, self.blocks)  # fmt: skip
+                self.update_block, self.blocks, self.update_chains)  # fmt: skip
 
 
 def block_update(statistic: Statistic) -> Callable[[Any, PyTree, Any], Any]:
@@ -98,3 +107,16 @@ def block_update(statistic: Statistic) -> Callable[[Any, PyTree, Any], Any]:
         return jax.lax.fori_loop(0, count, body, state)
 
     return scan
+
+
+def chains_update(statistic: Statistic) -> Callable[[Any, PyTree, Any], Any]:
+    """``statistic.update_chains``, or :func:`block_update` of each chain of the stack
+    in turn, its state written back in place (:func:`~sluice._jax.batching.map_in_place`)."""
+    if statistic.update_chains is not None:
+        return statistic.update_chains
+    update = block_update(statistic)
+
+    def each(states: Any, draws: PyTree, count: Any) -> Any:
+        return map_in_place(lambda s, d: (update(s, d, count),), (states, draws))[0]
+
+    return each

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from sluice._jax.tree import path_name
-from sluice.stats.base import Statistic, block_update
+from sluice.stats.base import Statistic, block_update, chains_update
 
 PyTree = Any
 
@@ -75,8 +75,13 @@ def group(statistics: Mapping[str, Statistic]) -> Statistic:
     def finalize(state: dict[str, Any]) -> dict[str, Any]:
         return {name: s.finalize(state[name]) for name, s in items.items()}
 
+    def update_chains(states: dict[str, Any], draws: PyTree, count: Any) -> dict[str, Any]:
+        return {name: chains_update(s)(states[name], draws, count) for name, s in items.items()}
+
+    stacked = any(s.update_chains is not None for s in items.values())
     key = ("group", tuple((name, s.cache_key) for name, s in items.items()))
-    return Statistic(init, update, merge, finalize, key, pilot, update_block if blocked else None)
+    return Statistic(init, update, merge, finalize, key, pilot, update_block if blocked else None,
+                     update_chains=update_chains if stacked else None)  # fmt: skip
 
 
 def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic:
@@ -128,9 +133,16 @@ def _transform(fn: Callable[[PyTree], PyTree], statistic: Statistic, key: Any) -
         def update_block(state: Any, draws: PyTree, count: Any) -> Any:
             return statistic.update_block(state, jax.vmap(fn)(draws), count)
 
+    update_chains = None
+    if statistic.update_chains is not None:
+
+        def update_chains(states: Any, draws: PyTree, count: Any) -> Any:
+            return statistic.update_chains(states, jax.vmap(jax.vmap(fn))(draws), count)
+
     return Statistic(
-        init, update, statistic.merge, statistic.finalize, key, statistic.pilot, update_block
-    )
+        init, update, statistic.merge, statistic.finalize, key, statistic.pilot, update_block,
+        update_chains=update_chains,
+    )  # fmt: skip
 
 
 def restrict(

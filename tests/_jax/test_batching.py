@@ -1,4 +1,4 @@
-"""``_map_in_place``: sequential chains advance the stacked carry in place."""
+"""``map_in_place``: chains one after another, the stacked carry advanced in place."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sluice.mcmc.chunk import _map_in_place
+from sluice._jax.batching import map_in_place
 
 
 def _one(carry, chain_id):
@@ -16,7 +16,7 @@ def _one(carry, chain_id):
     return new, jnp.sum(a) * chain_id, {"rows": jnp.outer(jnp.arange(3.0), a)}
 
 
-def test_map_in_place_equals_lax_map():
+def testmap_in_place_equals_lax_map():
     rng = np.random.default_rng(0)
     carry = {
         "a": jnp.asarray(rng.normal(size=(5, 4)), jnp.float32),
@@ -24,18 +24,18 @@ def test_map_in_place_equals_lax_map():
     }
     ids = jnp.arange(5, dtype=jnp.int32)
     expected = jax.lax.map(lambda xs: _one(*xs), (carry, ids))
-    got = jax.jit(lambda c, i: _map_in_place(_one, (c, i)))(carry, ids)
+    got = jax.jit(lambda c, i: map_in_place(_one, (c, i)))(carry, ids)
     assert jax.tree.structure(got) == jax.tree.structure(expected)
     for g, e in zip(jax.tree.leaves(got), jax.tree.leaves(expected), strict=True):
         assert g.dtype == e.dtype and g.shape == e.shape
         np.testing.assert_array_equal(np.asarray(g), np.asarray(e))
 
 
-def test_map_in_place_with_a_donated_carry_reads_each_chain_before_overwriting_it():
+def testmap_in_place_with_a_donated_carry_reads_each_chain_before_overwriting_it():
     # chain c's result must come from chain c's input, not from a slot already rewritten
     carry = {"a": jnp.ones((3, 2)), "b": jnp.zeros((3,), jnp.int32)}
     ids = jnp.arange(3, dtype=jnp.int32)
-    f = jax.jit(lambda c, i: _map_in_place(_one, (c, i)), donate_argnums=0)
+    f = jax.jit(lambda c, i: map_in_place(_one, (c, i)), donate_argnums=0)
     new, sums, _ = f(carry, ids)
     np.testing.assert_array_equal(np.asarray(new["a"]), [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]])
     np.testing.assert_array_equal(np.asarray(new["b"]), [2, 2, 2])
