@@ -427,6 +427,28 @@ AREAS: tuple[Area, ...] = (
         left=("chains", "chunks", "statistics"),
     ),
     Area(
+        "stats-defaults",
+        jobs=(
+            Job("stats-defaults", "bench/stats_overhead.py --defaults 1000 --reps 5",
+                parse_rows, "bench/stats_overhead.py --defaults 100 --reps 1"),
+            # 100,000 dims: NUTS takes ~10 min a run at 1,000 + 1,000 on two cores
+            Job("stats-defaults-100k", "bench/stats_overhead.py --defaults 100000 --reps 2 "
+                "--warmup 100 --draws 200", parse_rows,
+                "bench/stats_overhead.py --defaults 1000 --reps 1 --warmup 50 --draws 50"),
+        ),
+        key=_by("dim", "warmup", "draws", "variant"),
+        columns=(
+            ("dim", "dim", "d"), ("warmup", "warmup", "d"), ("draws", "draws", "d"),
+            ("variant", "statistics", ""), ("runs", "runs", "d"),
+            ("chunk_size", "chunk size", "d"), ("chain_method", "chain method", ""),
+            ("wall_s", "wall s", ".2f"), ("compile_s", "compile s", ".2f"),
+            ("warmup_s", "warmup s", ".2f"), ("sampling_s", "sampling s", ".2f"),
+            ("sampling_ratio", "sampling / without", ".2f"),
+            ("wall_ratio", "wall / without", ".2f"),
+        ),
+        left=("variant", "chain_method"),
+    ),
+    Area(
         "stats-accuracy",
         jobs=(
             Job("stats-scale-logreg", "bench/stats_scale.py accuracy --model logreg --seeds 4",
@@ -466,6 +488,11 @@ AREAS: tuple[Area, ...] = (
                 "bench/stats_large.py --dim 10000 --draws 20 --warmup 20", json=False),
             Job("million", "bench/million.py --progress", parse_million,
                 "bench/million.py --dim 20000 --warmup 20 --draws 40", explicit=True),
+            # the memory of a short run: 100 draws, the statistics' state against the peak
+            Job("million-hmc-short", "bench/million.py --kernel hmc --warmup 20 --draws 100 "
+                "--chunk-size 50", parse_million,
+                "bench/million.py --kernel hmc --dim 20000 --warmup 20 --draws 40",
+                explicit=True),
         ),
         key=_by("what", "statistics"),
         columns=(("what", "what", ""), ("statistics", "statistics", ""), ("value", "value", "")),

@@ -220,15 +220,16 @@ def parse_stats_large(out: Output) -> list[Row]:
 
 def parse_million(out: Output) -> list[Row]:
     d = out.data
-    what = (f"{d['dim']:,}-dim Gaussian, {d['chains']} x {d['draws']:,} draws "
-            f"({d['warmup']} warmup), sink=None")  # fmt: skip
+    what = (f"{d['dim']:,}-dim Gaussian, {d.get('kernel', 'nuts').upper()}, {d['chains']} x "
+            f"{d['draws']:,} draws ({d['warmup']} warmup), sink=None")  # fmt: skip
+    per = d["peak_rss_gb"] * 2**30 / (d["dim"] * d["chains"])
     rows = [
         ("wall time of sample()", f"{d['sample_seconds']:.0f} s (compile "
          f"{d['compile_seconds']:.0f}, warmup {d['warmup_seconds']:.0f}, sampling "
          f"{d['sampling_seconds']:.0f})"),
         ("summary table after the run", f"{d['summary_seconds']:.1f} s"),
-        ("peak RSS", f"{d['peak_rss_gb']:.1f} GB"
-         + (f" ({d['peak_rss_sampling_gb']:.1f} GB until sample() returns)"
+        ("peak RSS", f"{d['peak_rss_gb']:.2f} GiB, {per:,.0f} B per element and chain"
+         + (f" ({d['peak_rss_sampling_gb']:.2f} GiB until sample() returns)"
             if "peak_rss_sampling_gb" in d else "")),
         ("statistics state per element and chain", f"{d['state_bytes_per_element_chain']:.0f} B"),
         ("rows with a NaN", f"{d['rows_with_nan']:,} of {d['rows']:,}"),

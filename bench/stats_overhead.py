@@ -15,7 +15,17 @@ The micro benchmark reports the minimum over ``--reps`` repetitions; ``--micro-o
 runs it alone, ``--window`` sets the rows the update processes at once.
 The state's memory per element (one chain) is printed too.
 
-Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``.
+``--defaults DIMS`` measures instead what a user gets: ``sluice.sample`` of a
+standard Gaussian of each dimension in DIMS, 4 chains, ``--warmup`` (1,000)
+warmup iterations and ``--draws`` (1,000) draws, ``sink=None``, every other
+setting sluice's default (chunk
+size, chain method, progress on), with the default statistics and without
+(``default_stats=False``), each run a fresh process, the two alternated
+``--reps`` times: medians of the ``sample`` call's wall time, of its sampling
+phase and of its compile time, and the medians of the paired ratios.
+
+Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``;
+``PYTHONPATH=src python bench/stats_overhead.py --defaults 1000,100000 --reps 3``.
 """
 
 from __future__ import annotations
@@ -141,6 +151,50 @@ def nuts_pair(
     return out
 
 
+VARIANTS = ("statistics", "none")  # --defaults: the default statistics, and none
+
+
+def one_default(dim: int, variant: str, seed: int, warmup: int,
+                draws: int) -> dict[str, float | int | str]:  # fmt: skip
+    """One ``sluice.sample`` at the defaults (a child process of ``--defaults``)."""
+    t0 = time.perf_counter()
+    run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=4,
+                        warmup=warmup, draws=draws, sink=None, seed=seed,
+                        default_stats="auto" if variant == "statistics" else False)  # fmt: skip
+    wall = time.perf_counter() - t0
+    info = run.info
+    return {"dim": dim, "variant": variant, "seed": seed, "warmup": warmup, "draws": draws,
+            "wall_s": wall,
+            "sampling_s": info.sampling_seconds, "compile_s": info.compile_seconds,
+            "warmup_s": info.warmup_seconds, "chunk_size": info.chunk_size,
+            "chain_method": info.chain_method}  # fmt: skip
+
+
+def defaults(dims: list[int], reps: int, warmup: int, draws: int, json_path: str | None) -> None:
+    """``--defaults``: fresh processes, the variants alternated, medians and paired ratios."""
+    import areas
+    from harness import median, run_each
+
+    extra = lambda rep: ("--seed", str(rep + 1), "--warmup", str(warmup), "--draws", str(draws))  # noqa: E731
+    records = run_each(__file__, reps, [str(d) for d in dims], VARIANTS, extra)
+    rows = []
+    for dim in dims:
+        runs = {v: [r for r in records if r["dim"] == dim and r["variant"] == v] for v in VARIANTS}
+        pairs = list(zip(runs["statistics"], runs["none"], strict=True))
+        for variant, rs in runs.items():
+            row = {"dim": dim, "variant": variant, "runs": len(rs), "warmup": warmup, "draws": draws,
+                   "chunk_size": rs[0]["chunk_size"], "chain_method": rs[0]["chain_method"]}  # fmt: skip
+            for key in ("wall_s", "compile_s", "warmup_s", "sampling_s"):
+                row[key] = median([r[key] for r in rs])
+            if variant == "statistics":
+                row["sampling_ratio"] = median(
+                    [a["sampling_s"] / b["sampling_s"] for a, b in pairs]
+                )
+                row["wall_ratio"] = median([a["wall_s"] / b["wall_s"] for a, b in pairs])
+            rows.append(row)
+    areas.emit("stats-defaults", rows, json_path, records=records)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dim", type=int, default=1000)
@@ -153,7 +207,24 @@ def main() -> None:
                         help="rows the default statistics' update processes at once "
                         "(default: the library's choice for --dim)")  # fmt: skip
     parser.add_argument("--micro-only", action="store_true", help="the update alone, no NUTS")
+    parser.add_argument("--defaults", default=None, metavar="DIMS",
+                        help="comma-separated dimensions: sluice.sample at its defaults, "
+                        "fresh processes (see the module docstring)")  # fmt: skip
+    parser.add_argument("--json", default=None, help="--defaults: write every record here")
+    parser.add_argument("--one", nargs=2, metavar=("DIM", "VARIANT"), default=None)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1000, help="--defaults: warmup iterations")
     args = parser.parse_args()
+    if args.one:
+        from harness import emit_result
+
+        emit_result(one_default(int(args.one[0]), args.one[1], args.seed, args.warmup,
+                                args.draws))  # fmt: skip
+        return
+    if args.defaults:
+        dims = [int(d) for d in args.defaults.split(",")]
+        defaults(dims, args.reps, args.warmup, args.draws, args.json)
+        return
     if args.window is not None:  # every model takes this window
         streaming.SMALL, streaming.SMALL_WINDOW = 2**62, args.window
     statistic = streaming.summary(args.draws, chunk_size=args.draws, pilot=128)
