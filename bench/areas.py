@@ -431,15 +431,21 @@ AREAS: tuple[Area, ...] = (
         jobs=(
             Job("stats-defaults", "bench/stats_overhead.py --defaults 1000 --reps 5",
                 parse_rows, "bench/stats_overhead.py --defaults 100 --reps 1"),
+            # a user's second run: JAX's persistent compilation cache, warmed first
+            Job("stats-defaults-cached", "bench/stats_overhead.py --defaults 1000 --reps 5 "
+                "--cache /tmp/sluice-bench-jax-cache", parse_rows,
+                "bench/stats_overhead.py --defaults 100 --reps 1 "
+                "--cache /tmp/sluice-bench-jax-cache"),
             # 100,000 dims: NUTS takes ~10 min a run at 1,000 + 1,000 on two cores
             Job("stats-defaults-100k", "bench/stats_overhead.py --defaults 100000 --reps 2 "
                 "--warmup 100 --draws 200", parse_rows,
                 "bench/stats_overhead.py --defaults 1000 --reps 1 --warmup 50 --draws 50"),
         ),
-        key=_by("dim", "warmup", "draws", "variant"),
+        key=_by("dim", "warmup", "draws", "compile_cache", "variant"),
         columns=(
             ("dim", "dim", "d"), ("warmup", "warmup", "d"), ("draws", "draws", "d"),
-            ("variant", "statistics", ""), ("runs", "runs", "d"),
+            ("compile_cache", "compile cache", ""), ("variant", "statistics", ""),
+            ("runs", "runs", "d"),
             ("chunk_size", "chunk size", "d"), ("chain_method", "chain method", ""),
             ("wall_s", "wall s", ".2f"), ("compile_s", "compile s", ".2f"),
             ("warmup_s", "warmup s", ".2f"), ("sampling_s", "sampling s", ".2f"),

@@ -23,6 +23,8 @@ size, chain method, progress on), with the default statistics and without
 (``default_stats=False``), each run a fresh process, the two alternated
 ``--reps`` times: medians of the ``sample`` call's wall time, of its sampling
 phase and of its compile time, and the medians of the paired ratios.
+``--cache DIR`` runs them with JAX's persistent compilation cache in DIR,
+warmed by one round that is not counted.
 
 Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``;
 ``PYTHONPATH=src python bench/stats_overhead.py --defaults 1000,100000 --reps 3``.
@@ -170,12 +172,22 @@ def one_default(dim: int, variant: str, seed: int, warmup: int,
             "chain_method": info.chain_method}  # fmt: skip
 
 
-def defaults(dims: list[int], reps: int, warmup: int, draws: int, json_path: str | None) -> None:
-    """``--defaults``: fresh processes, the variants alternated, medians and paired ratios."""
+def defaults(dims: list[int], reps: int, warmup: int, draws: int, json_path: str | None,
+             cache: str | None = None) -> None:  # fmt: skip
+    """``--defaults``: fresh processes, the variants alternated, medians and paired ratios.
+    ``cache``: JAX's persistent compilation cache in that folder, filled by one round
+    that is not counted (what a user's second run of a script gets)."""
+    import os
+
     import areas
     from harness import median, run_each
 
     extra = lambda rep: ("--seed", str(rep + 1), "--warmup", str(warmup), "--draws", str(draws))  # noqa: E731
+    if cache:
+        os.environ.update({"JAX_COMPILATION_CACHE_DIR": cache,
+                           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                           "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"})  # fmt: skip
+        run_each(__file__, 1, [str(d) for d in dims], VARIANTS, extra)
     records = run_each(__file__, reps, [str(d) for d in dims], VARIANTS, extra)
     rows = []
     for dim in dims:
@@ -183,6 +195,7 @@ def defaults(dims: list[int], reps: int, warmup: int, draws: int, json_path: str
         pairs = list(zip(runs["statistics"], runs["none"], strict=True))
         for variant, rs in runs.items():
             row = {"dim": dim, "variant": variant, "runs": len(rs), "warmup": warmup, "draws": draws,
+                   "compile_cache": "warm" if cache else "none",
                    "chunk_size": rs[0]["chunk_size"], "chain_method": rs[0]["chain_method"]}  # fmt: skip
             for key in ("wall_s", "compile_s", "warmup_s", "sampling_s"):
                 row[key] = median([r[key] for r in rs])
@@ -214,6 +227,12 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, metavar=("DIM", "VARIANT"), default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1000, help="--defaults: warmup iterations")
+    parser.add_argument(
+        "--cache",
+        default=None,
+        metavar="DIR",
+        help="--defaults: JAX's persistent compilation cache in DIR, warmed first",
+    )
     args = parser.parse_args()
     if args.one:
         from harness import emit_result
@@ -223,7 +242,7 @@ def main() -> None:
         return
     if args.defaults:
         dims = [int(d) for d in args.defaults.split(",")]
-        defaults(dims, args.reps, args.warmup, args.draws, args.json)
+        defaults(dims, args.reps, args.warmup, args.draws, args.json, args.cache)
         return
     if args.window is not None:  # every model takes this window
         streaming.SMALL, streaming.SMALL_WINDOW = 2**62, args.window
