@@ -138,8 +138,10 @@ def test_progress_shows_the_worst_r_hat_and_lowest_ess_when_statistics_stream(ca
     shown = sluice.sample(log_joint, init=jnp.zeros(2), **{**kwargs, "progress": True})
     err = capsys.readouterr().err.splitlines()
     sampling = [line for line in err if line.startswith("sampling:")]
-    assert len(sampling) == 2 and all("max R-hat" in s and "min ESS" in s for s in sampling), err
-    table = shown.summary(round_to="none")  # the last line is the final summary's worst
+    # read once compiled, within the display's share of the time, and always at the
+    # last chunk: the final summary's worst
+    assert len(sampling) == 2 and "max R-hat" in sampling[-1] and "min ESS" in sampling[-1], err
+    table = shown.summary(round_to="none")
     assert f"max R-hat {table['r_hat'].max():.3f}" in sampling[-1]
     assert f"min ESS {min(table['ess_bulk'].min(), table['ess_tail'].min()):,.0f}" in sampling[-1]
     quiet = sluice.sample(log_joint, init=jnp.zeros(2), **kwargs)  # pipelined: the same draws

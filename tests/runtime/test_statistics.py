@@ -201,7 +201,7 @@ def test_compiled_says_whether_summarize_would_compile(monkeypatch):
     "spent, elapsed, last, ready, due",
     [
         (0.0, 1.0, False, False, False),  # never waits for a compile
-        (0.0, 1.0, True, False, False),
+        (0.0, 1.0, True, False, True),  # but the last chunk shows the run's summary
         (0.04, 1.0, False, True, True),  # within the share
         (0.06, 1.0, False, True, False),  # past it
         (0.06, 1.0, True, True, True),  # the last chunk is read

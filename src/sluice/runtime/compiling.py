@@ -54,7 +54,8 @@ class Compiler:
         self.checkpointing = checkpointing
         self.seconds = 0.0  # spent compiling (or waiting for a compile)
         self._precompiling = False
-        self._precompile_thread: threading.Thread | None = None
+        self._precompile_thread: threading.Thread | None = None  # until sampling starts
+        self._statistics_thread: threading.Thread | None = None
         self._statistics_job: Callable[[], None] | None = None  # see compile_beside
         self._foreground = False  # the statistics compile in the foreground
 
@@ -228,6 +229,14 @@ class Compiler:
         self._precompile_thread = run_statistics.precompile(
             p.statistics, key, start, (p.flat.consts, example), first=self._statistics_job
         )
+        self._statistics_thread = self._precompile_thread
+
+    def await_statistics(self) -> None:
+        """Wait for the statistics' background compile, if any is still running (the
+        wait counts as compile time)."""
+        thread = self._statistics_thread
+        if thread is not None and thread.is_alive():
+            self.join(thread)
 
     def compile_statistics_update(self) -> None:
         """Compile the statistics' update program now, where they compile in the

@@ -66,11 +66,12 @@ class _Readouts:
     them at every chunk to decide).
 
     A reading merges every chain's statistics and finalizes them: on a 1,000-dim
-    Gaussian, 4 chains, ~20 ms against a chunk of 100 draws' ~35 ms. Read at every
-    chunk, the display more than doubled the sampling phase (and its first reading
-    waited for the finalize program's compile); it now reads at a chunk boundary
-    when the programs are compiled and the readings so far have taken at most
-    :data:`READOUT_SHARE` of the phase's wall time, and at the last chunk.
+    Gaussian, 4 chains, ~20 ms against a chunk of 100 draws' ~35 ms (130 ms with the
+    fast compile options). Read at every chunk, the display more than doubled the
+    sampling phase, and its first reading waited for the finalize program's compile.
+    So it reads at a chunk boundary when the programs are compiled and the readings
+    so far have taken at most :data:`READOUT_SHARE` of the phase's wall time, and at
+    the last chunk always (the summary of the run, its programs awaited if need be).
     """
 
     def __init__(self) -> None:
@@ -78,9 +79,9 @@ class _Readouts:
         self.spent = 0.0
 
     def due(self, last: bool, ready: bool) -> bool:
-        if not ready:
-            return False
-        return last or self.spent <= READOUT_SHARE * (time.perf_counter() - self.start)
+        if last:
+            return True
+        return ready and self.spent <= READOUT_SHARE * (time.perf_counter() - self.start)
 
     def read(self, fn: Any) -> Any:
         t0 = time.perf_counter()
@@ -316,6 +317,7 @@ class Session:
                 if readouts is None:
                     self.worst = self._convergence()
                 elif watch and readouts.due(stop >= end, self._readable()):
+                    self.compiler.await_statistics()  # (the last chunk's reading waits)
                     self.worst = readouts.read(self._convergence)
                 if bar.enabled:  # (the chunk's carry may be donated: params read before)
                     fields = {**self._fields(counters, None, stop - start), **step}
