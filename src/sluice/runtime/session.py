@@ -445,12 +445,10 @@ class Session:
         info.step_size = _param(params, "step_size")
         info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
-        # the device's copy goes as the host's comes: a million-element model's states
-        # are gigabytes
-        stats, self.carry = (
-            self.carry.stats,
-            self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats)),
-        )
+        # the run's device state goes, and the statistics' device copy goes as the host's
+        # comes: a million-element model's states are gigabytes, and the rest of the
+        # carry (the sampler's, the pilot's ring) was beside them at this peak
+        stats, self.carry = self.carry.stats, None
         stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.move_local(stats)))
         del stats
         local_chains = t.local_chains
