@@ -160,20 +160,10 @@ def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch,
 def test_the_statistics_update_compiles_after_the_chunk_program(monkeypatch):
     """Warmup needs only the chunk program: the statistics' update program compiles in
     the statistics' background thread, not in the one warmup waits for."""
-    import threading
-
     import sluice
 
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
-    where = {}
-    real = programs.compiled
-
-    def spy(key, fn, args, **kw):
-        if isinstance(key, tuple) and key and key[0] == "mcmc.chunk":
-            where.setdefault(key[1], threading.current_thread().name)
-        return real(key, fn, args, **kw)
-
-    monkeypatch.setattr(programs, "compiled", spy)
+    where = _compiled_where(monkeypatch)
     model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="update-later")
     run = sluice.sample(model, chains=2, warmup=20, draws=20, sink=None, progress=False,
                         devices=jax.devices()[:1])  # fmt: skip
@@ -219,8 +209,6 @@ def test_the_display_reads_the_statistics_within_its_share(monkeypatch, spent, e
 def test_large_statistics_compile_where_they_are_used(monkeypatch):
     """Statistics whose states hold at least FOREGROUND_STATISTICS_BYTES start no
     background compile (it left the first sampling chunk holding a state more)."""
-    import threading
-
     import sluice
 
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
@@ -233,18 +221,26 @@ def test_large_statistics_compile_where_they_are_used(monkeypatch):
         return real(work, name)
 
     monkeypatch.setattr(programs, "in_background", spy)
-    where = {}
-    real_compiled = programs.compiled
-
-    def record(key, fn, args, **kw):
-        if isinstance(key, tuple) and key and key[0] == "mcmc.chunk":
-            where.setdefault(key[1], threading.current_thread().name)
-        return real_compiled(key, fn, args, **kw)
-
-    monkeypatch.setattr(programs, "compiled", record)
+    where = _compiled_where(monkeypatch)
     model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="foreground-stats")
     run = sluice.sample(model, chains=2, warmup=100, draws=100, sink=None, progress=False,
                         seed=1, devices=jax.devices()[:1])  # fmt: skip
     assert "sluice-precompile" not in started
     assert where["update_statistics_donated"] == "MainThread"
     assert np.all(np.isfinite(run.summary()["ess_bulk"]))
+
+
+def _compiled_where(monkeypatch) -> dict:
+    """``{chunk program name: the thread that compiled it}``, filled as a run compiles."""
+    import threading
+
+    where = {}
+    real = programs.compiled
+
+    def record(key, fn, args, **kw):
+        if isinstance(key, tuple) and key and key[0] == "mcmc.chunk":
+            where.setdefault(key[1], threading.current_thread().name)
+        return real(key, fn, args, **kw)
+
+    monkeypatch.setattr(programs, "compiled", record)
+    return where

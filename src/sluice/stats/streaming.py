@@ -71,6 +71,7 @@ from sluice.stats.streaming_state import (
     LO,
     MID,
     SEG,
+    SHARED_FIELDS,
     Hinges,
     StreamSettings,
     StreamState,
@@ -345,10 +346,6 @@ def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
     return jax.lax.fori_loop(0, x.shape[0], chain, states)
 
 
-# fields with no column per element (``final`` is one number without a short last chunk)
-_SHARED = ("pilot", "count", "consistent", "nblocks", "folded", "closed", "hist")
-
-
 def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count: jax.Array,
                chain: Any, into: StreamState | None = None) -> StreamState:  # fmt: skip
     """``_update_rows`` a block of :data:`UPDATE_BLOCK` elements at a time.
@@ -358,9 +355,8 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     read from ``into`` (default ``state``) and written there. Every block starts
     from ``state``'s counters (``count``, the folds: the same for every block)."""
     d, e = x.shape[-1], UPDATE_BLOCK
-    per_element = [f for f in state._fields if f not in _SHARED]
-    if not settings.final_split:
-        per_element.remove("final")
+    shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
+    per_element = [f for f in state._fields if f not in shared]
     window = window_rows(d)
     hist = settings.buckets
 
@@ -381,7 +377,9 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     own = state  # its counters (one chain's); its columns come from `cut`
     if chain is not None:
         index = lambda a: jax.lax.dynamic_index_in_dim(a, chain, keepdims=False)  # noqa: E731
-        own = state._replace(**{f: jax.tree.map(index, getattr(state, f)) for f in _SHARED})
+        own = state._replace(
+            **{f: jax.tree.map(index, getattr(state, f)) for f in sorted(SHARED_FIELDS)}
+        )
     rows = x if chain is None else jax.lax.dynamic_index_in_dim(x, chain, keepdims=False)
 
     def block(start: Any, size: int, full: StreamState) -> StreamState:
@@ -391,7 +389,7 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
         )  # fmt: skip
         new = _update_rows(settings, sub, jax.lax.dynamic_slice_in_dim(rows, start, size, 1),
                            count, window)  # fmt: skip
-        counters = {f: getattr(new, f) for f in _SHARED if f not in ("pilot", "hist")}
+        counters = {f: getattr(new, f) for f in sorted(SHARED_FIELDS - {"pilot", "hist"})}
         if chain is not None:
             counters = {f: jax.lax.dynamic_update_index_in_dim(getattr(full, f), v, chain, 0)
                         for f, v in counters.items()}  # fmt: skip

@@ -44,6 +44,7 @@ from sluice.stats.streaming_state import (
     COUNT_MAX,
     LAG_FEATURES,
     MID,
+    SHARED_FIELDS,
     StreamSettings,
     StreamState,
     bucket_edges,
@@ -532,9 +533,8 @@ def finalize(state: StreamState, *, settings: StreamSettings) -> dict[str, Any]:
 
 
 # -- blocks of elements ----------------------------------------------------------------------------
-# every field but these holds one column per element, on its last axis (``hist``: a row of
-# ``buckets`` per element, flat); these are shared by all elements
-_SHARED = frozenset({"pilot", "count", "consistent", "nblocks", "folded", "closed", "hist"})
+# every field but SHARED_FIELDS holds one column per element, on its last axis (``hist``: a
+# row of ``buckets`` per element, flat)
 
 
 def size(state: StreamState) -> int:
@@ -563,7 +563,7 @@ def take(
     if pad:
         rows = np.concatenate([rows, np.repeat(rows[-1:], pad, axis=0)], axis=0)
     # without a short last chunk, ``final`` is one number, not per element: kept whole
-    shared = _SHARED if settings.final_split else _SHARED | {"final"}
+    shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
     fields = {f: jax.tree.map(cut, getattr(state, f)) for f in state._fields if f not in shared}
     pilot = np.zeros((length,), state.knots.dtype)
     return state._replace(pilot=pilot, hist=rows.reshape(-1), **fields)

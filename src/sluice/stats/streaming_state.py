@@ -26,6 +26,7 @@ PyTree = Any
 
 __all__ = [
     "LEVELS",
+    "SHARED_FIELDS",
     "StreamSettings",
     "StreamState",
     "bucket",
@@ -53,6 +54,9 @@ Y, Q, Z, Z2, ZF, TLO, THI = range(7)
 SEG = 7
 LAG_FEATURES = (Y, Z, TLO, THI)
 LAG = len(LAG_FEATURES)
+# StreamState's fields with no column per element (``final`` is one number, not per
+# element, without a short last chunk: StreamSettings.final_split)
+SHARED_FIELDS = frozenset({"pilot", "count", "consistent", "nblocks", "folded", "closed", "hist"})
 
 
 class StreamSettings(NamedTuple):
