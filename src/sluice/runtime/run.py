@@ -128,16 +128,8 @@ class RunInfo:
             value = d2 / squares
         return np.where((n > 1) & (squares > 0), value, np.nan)
 
-    _PERSISTED = (
-        "compile_seconds",
-        "warmup_seconds",
-        "sampling_seconds",
-        "num_gradients_warmup",
-        "num_gradients",
-        "num_divergent",
-        "_sum_acceptance",
-    )
     _SUMMED = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
+    _PERSISTED = ("compile_seconds", "warmup_seconds", "sampling_seconds", *_SUMMED)
 
     def to_dict(self) -> dict[str, Any]:
         """The running totals a checkpoint carries (JSON-able)."""
