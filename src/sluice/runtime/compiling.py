@@ -135,9 +135,10 @@ class Compiler:
         program's arguments.
 
         Small models wait mostly for these compiles; XLA releases the GIL while
-        compiling. On several devices the carry's shapes carry ``init``'s output sharding (every leaf split
-        along the chain axis), so the executable takes the real carry. One process
-        only: another process's compile could not be waited on here.
+        compiling. On several devices the carry's shapes carry ``init``'s output
+        sharding (every leaf split along the chain axis), so the executable takes the
+        real carry. One process only: another process's compile could not be waited
+        on here.
         """
         p, t = self.plan, self.plan.topology
         if not programs.background_enabled() or t.process_count > 1:

@@ -358,11 +358,10 @@ class Session:
         p, t = self.plan, self.topology
         name = p.summary_key
         states = self._all_real(t.local(self.carry.stats))
-        statistic = p.statistics[name]
         per_chain = [
             jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
         ]
-        summary = run_statistics.summarize(statistic, per_chain)
+        summary = run_statistics.summarize(p.statistics[name], per_chain)
         until = self.config.until
         worst = until.progress(summary) if until is not None else worst_values(summary)
         if t.multiprocess:
