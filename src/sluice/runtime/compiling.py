@@ -11,6 +11,7 @@ once the chunk program is compiled), whether sampling waits for them
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -165,10 +166,8 @@ class Compiler:
         options = self.xla_options(name)
 
         def work() -> None:
-            try:
+            with contextlib.suppress(Exception):
                 programs.compiled(key, fn, args, options=options)
-            except Exception:
-                pass
 
         return work
 
@@ -197,9 +196,8 @@ class Compiler:
                 p.flat.draw_shapes(),
             )
         states = jax.eval_shape(start, p.flat.consts, example)
-        if sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
-            FOREGROUND_STATISTICS_BYTES
-        ):
+        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states))
+        if state_bytes >= FOREGROUND_STATISTICS_BYTES:
             self._foreground = True
             return
         self._precompile_thread = run_statistics.precompile(

@@ -18,6 +18,7 @@ every block.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -162,10 +163,9 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
         if programs.compile_options((one, one), merged) is not None:
 
             def fill() -> None:
-                try:
+                # a failure is left for the foreground call, which compiles again and raises
+                with contextlib.suppress(Exception):
                     programs.fill(pending, fast_if_small=True)
-                except Exception:  # the foreground call compiles again and raises it
-                    pass
 
             side = threading.Thread(target=fill, name="sluice-precompile-merge")
             side.start()
