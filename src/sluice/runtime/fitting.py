@@ -157,11 +157,13 @@ class Fit:
         """
         import arviz as az
 
-        from sluice.io.arviz import constant_dataset
+        from sluice.io.arviz import constant_dataset, dataset
 
-        groups = self._groups(num_samples, seed)
         model = self.model
-        data = {name: _dataset(values, model.dims, model.coords) for name, values in groups.items()}
+        data = {}
+        for group, values in self._groups(num_samples, seed).items():
+            one_chain = {name: np.asarray(v)[None] for name, v in values.items()}
+            data[group] = dataset(one_chain, model.dims, model.coords)
         if model.observed_data:  # ArviZ's default dims ({name}_dim_{i})
             data["observed_data"] = constant_dataset(model.observed_data, None, None)
         idata = az.InferenceData(**data)
@@ -186,13 +188,6 @@ class Fit:
             f"Fit({i.family}, {i.particles} particles x {i.steps} steps, "
             f"final ELBO {self.elbo[-1]:.4g}, {i.seconds:.2f}s)"
         )
-
-
-def _dataset(values: dict[str, np.ndarray], dims: Any, coords: Any) -> Any:
-    """``{name: (draw, ...)}`` as an xarray Dataset with one chain."""
-    from sluice.io.arviz import dataset
-
-    return dataset({name: np.asarray(v)[None] for name, v in values.items()}, dims, coords)
 
 
 # -- the host loop -----------------------------------------------------------------------------
