@@ -1,24 +1,17 @@
 """A run's compiles: which programs compile when, with which XLA options, at what cost.
 
 Every program goes through the one cache of :mod:`sluice._jax.compile`; this
-module decides, for one run, what the session asks of it:
-
-* the XLA options of each program (the plan's, chosen from the run's
-  settings; the ``init`` program's quick compile while the data and one draw
-  are small);
-* the cache key of each program, with those options when they are not XLA's
-  defaults;
-* the background compiles: the chunk program beside ``init``
-  (:meth:`Compiler.compile_beside`), the statistics' update, start, merge and
-  finalize once the chunk program is compiled (:meth:`Compiler.precompile_statistics`);
-* the memory that decides whether sampling waits for the statistics' compile
-  (:data:`AWAIT_COMPILE_BYTES`);
-* the time spent compiling or waiting for a compile (:attr:`Compiler.seconds`,
-  booked apart from warmup and sampling).
+module decides, for one run, each program's XLA options (the plan's; ``init``'s
+quick compile while the data and one draw are small) and cache key, the
+background compiles (the chunk program beside ``init``, the statistics' programs
+once the chunk program is compiled), whether sampling waits for them
+(:data:`AWAIT_COMPILE_BYTES`), and the time compiling takes
+(:attr:`Compiler.seconds`, booked apart from warmup and sampling).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -89,13 +82,9 @@ class Compiler:
         return self.plan.compile_options
 
     def compile_options(self, name: str, args: tuple) -> dict[str, Any]:
-        """The init program runs once per run (a few dozen log densities per chain):
-        compiled for a quick compile while the model's data and one draw are small.
-        With the PyMC adapter's start, that took the main thread's compiles from 1.18 s
-        to 0.68 s on eight schools and from 1.72 s to 0.97 s on radon (``python -m
-        bench compile-init``). The size that decides leaves out the chains' layout, so
-        that every layout of the same run compiles it alike and its draws stay
-        bit-identical."""
+        """The init program runs once per run: compiled for a quick compile while the
+        model's data and one draw are small (sizes without the chains' layout, so that
+        every layout of a run compiles it alike and its draws stay bit-identical)."""
         if name != "init":
             return {"options": self.xla_options(name)}
         consts, _positions, _chain_ids, _keys, example = args  # the session's init arguments
@@ -146,12 +135,11 @@ class Compiler:
         compiles and runs ``init``; ``advance_args(carry, start, stop)`` are the chunk
         program's arguments.
 
-        Small models wait mostly for these compiles (on the 10-dim logistic
-        regression the chunk program takes ~1.3 s to compile after ~0.3 s of
-        tracing, init ~0.4 s); XLA releases the GIL while compiling. On several
-        devices the carry's shapes carry ``init``'s output sharding (every leaf split
-        along the chain axis), so the executable takes the real carry. One process
-        only: another process's compile could not be waited on here.
+        Small models wait mostly for these compiles; XLA releases the GIL while
+        compiling. On several devices the carry's shapes carry ``init``'s output
+        sharding (every leaf split along the chain axis), so the executable takes the
+        real carry. One process only: another process's compile could not be waited
+        on here.
         """
         p, t = self.plan, self.plan.topology
         if not programs.background_enabled() or t.process_count > 1:
@@ -174,39 +162,26 @@ class Compiler:
     def _job(self, name: str, args: tuple) -> Callable[[], None]:
         """Compile the chunk program ``name`` for ``args`` (failures are left for the
         foreground call, which compiles again and raises)."""
-        key, fn, options = (
-            self.program_key(name),
-            self.plan.program.jitted(name),
-            self.xla_options(name),
-        )
+        key, fn = self.program_key(name), self.plan.program.jitted(name)
+        options = self.xla_options(name)
 
         def work() -> None:
-            try:
+            with contextlib.suppress(Exception):
                 programs.compiled(key, fn, args, options=options)
-            except Exception:
-                pass
 
         return work
 
     def precompile_statistics(self) -> None:
         """Compile the statistics' update program (where it has one of its own), start,
         merge and finalize in a background thread
-        (:func:`sluice.runtime.statistics.precompile`) while this one samples: warmup
-        needs none of them (compiled beside the chunk program, the update program
-        kept warmup waiting 0.7 s on a 1,000-dim model).
-
-        Started once the chunk program is compiled, never beside it: two XLA
-        compiles at once raised peak memory by 0.6-0.8 GB (measured on 100- to
-        50,000-dim Gaussians) and, since one compile already keeps ~1.6 cores
-        busy, saved only ~15% of the time on two cores.
+        (:func:`sluice.runtime.statistics.precompile`) while this one samples (warmup
+        needs none of them); started once the chunk program is compiled, never beside
+        it, as two compiles at once raise peak memory and save little.
 
         Statistics whose states hold at least :data:`FOREGROUND_STATISTICS_BYTES` compile
-        where they are first used instead: after their programs had compiled in
-        the background, the first sampling chunk held one more state's worth of
-        memory than the others (+1.3 KB per element and chain at 200,000 and
-        1,000,000 elements, none with the same programs compiled in the
-        foreground; no live array holds it), which set the run's peak; their
-        compile is a small share of such a run.
+        where they are first used instead: compiled in the background, they left the
+        first sampling chunk holding one more state's worth of memory, which set the
+        run's peak.
         """
         p = self.plan
         if self._precompiling or not p.statistics:
@@ -221,9 +196,8 @@ class Compiler:
                 p.flat.draw_shapes(),
             )
         states = jax.eval_shape(start, p.flat.consts, example)
-        if sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
-            FOREGROUND_STATISTICS_BYTES
-        ):
+        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states))
+        if state_bytes >= FOREGROUND_STATISTICS_BYTES:
             self._foreground = True
             return
         self._precompile_thread = run_statistics.precompile(
@@ -240,10 +214,9 @@ class Compiler:
 
     def compile_statistics_update(self) -> None:
         """Compile the statistics' update program now, where they compile in the
-        foreground (:meth:`precompile_statistics`): the session calls this between
-        dropping the warmup's statistics states and starting the new ones, the
-        run's lowest memory, rather than at the first sampling chunk, where the
-        compile's heap (~0.5 GB at a million elements) stacked on the states."""
+        foreground (:meth:`precompile_statistics`): between dropping the warmup's
+        statistics states and starting the new ones, the run's lowest memory, so that
+        the compile's heap does not stack on the states."""
         job, self._statistics_job = self._statistics_job, None
         if job is not None and self._foreground:
             t0 = time.perf_counter()
@@ -253,15 +226,11 @@ class Compiler:
     def await_precompile(self, carry: Any) -> None:
         """Let the statistics' background compile finish before a large run samples.
 
-        Its transient heap (~0.45 GB for the default statistics) came on top of
-        the sampling phase's buffers (``carry``, output chunks in flight, their
-        host copies, checkpoints): on the 50,000-dim Zarr run that overlap set
-        the peak RSS. It normally ends during warmup; when it has not, a run
-        whose sampling phase holds at least :data:`AWAIT_COMPILE_BYTES` waits
-        for it (a few seconds of a long phase), and a smaller run samples beside
-        it (its memory is small, and the wait would be a large share of its
-        wall time: 19.4 against 18.2 s to a summary on a 1000-dim Gaussian,
-        5000 draws). The wait counts as compile time.
+        Its transient heap would stack on the sampling phase's buffers (``carry``,
+        output chunks in flight, their host copies). A run whose sampling phase holds
+        at least :data:`AWAIT_COMPILE_BYTES` waits for it; a smaller one samples
+        beside it, as the wait would be a large share of its wall time. The wait
+        counts as compile time.
         """
         thread, self._precompile_thread = self._precompile_thread, None
         if thread is None or not thread.is_alive():

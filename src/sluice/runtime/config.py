@@ -121,11 +121,11 @@ class RunConfig:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON-able form a store records (kernel as its ``to_config()``)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["kernel"] = self.kernel.to_config()
-        out["statistics"] = sorted(self.statistics)
-        out["until"] = None if self.until is None else self.until.to_json()
-        del out["num_chunks"]  # resolved into chunk_size
+        out = {  # num_chunks is resolved into chunk_size
+            f.name: self.jsonable(f.name, getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "num_chunks"
+        }
         return json.loads(json.dumps(out))
 
     @classmethod

@@ -93,9 +93,8 @@ def _share(count: int, total: int) -> str:
     return f"{count:,} of {total:,} transitions ({count / max(total, 1):.1%})"
 
 
-def _chains(values: np.ndarray, fmt: str = "{:,}") -> str:
-    shown = [f"chain {c}: {fmt.format(v)}" for c, v in enumerate(values) if v]
-    return ", ".join(shown)
+def _chains(values: np.ndarray) -> str:
+    return ", ".join(f"chain {c}: {v:,}" for c, v in enumerate(values) if v)
 
 
 def sampler_problems(info: Any) -> list[Problem]:

@@ -164,14 +164,14 @@ class Topology:
         """Concatenate every process's local block (NumPy, leading ``slots_per_process``)."""
         if not self.multiprocess:
             return local_tree
-        self._align("allgather")
+        self.barrier("before-allgather")
         return jax.tree.map(_allgather_exact, local_tree)
 
     def broadcast_from_main(self, tree: Any) -> Any:
         """Process 0's value of a NumPy pytree, on every process."""
         if not self.multiprocess:
             return tree
-        self._align("broadcast")
+        self.barrier("before-broadcast")
         return jax.tree.map(lambda x: _allgather_exact(np.asarray(x)[None])[0], tree)
 
     def sum_over_processes(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +181,7 @@ class Topology:
             return values
         names = sorted(values)
         parts = [np.asarray(values[n], np.float64).reshape(-1) for n in names]
-        self._align("sum")
+        self.barrier("before-sum")
         total = _allgather_exact(np.concatenate(parts)[None]).sum(axis=0)
         out, at = {}, 0
         for name, part in zip(names, parts, strict=True):
@@ -193,22 +193,14 @@ class Topology:
                 out[name] = type(values[name])(value[0])
         return out
 
-    def _align(self, name: str) -> None:
-        """Meet at a coordination-service barrier before a device collective.
-
-        The first collective on a group of devices sets up a gloo rendezvous
-        with a fixed 30 s deadline; processes arriving further apart (one
-        slower host, a longer compile) would fail it. A dead peer still ends
-        the wait within JAX's heartbeat timeout.
-        """
-        self.barrier(f"before-{name}")
-
     def barrier(self, name: str, timeout_seconds: float = BARRIER_TIMEOUT_SECONDS) -> None:
         """Wait until every process reaches ``name`` (no-op in one process).
 
-        The timeout is long on purpose: processes legitimately arrive far apart
-        (a slow chunk, a long compile), and a dead peer already ends the wait
-        within JAX's heartbeat timeout.
+        Device collectives meet at one first (``before-...``): the first collective on
+        a group of devices sets up a gloo rendezvous with a fixed 30 s deadline, which
+        processes arriving further apart would fail. The timeout is long on purpose:
+        processes legitimately arrive far apart (a slow chunk, a long compile), and a
+        dead peer already ends the wait within JAX's heartbeat timeout.
         """
         if not self.multiprocess:
             return

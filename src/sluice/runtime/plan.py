@@ -78,12 +78,11 @@ class Plan:
                 "pass default_stats=True (or leave it 'auto')"
             )
         statistics = dict(stats or {})
-        if default_stats:
-            if DEFAULT_STATISTIC in statistics:
-                raise ValueError(
-                    f"stats={{{DEFAULT_STATISTIC!r}: ...}} clashes with the default summary "
-                    f"statistics; rename it or pass default_stats=False"
-                )
+        if default_stats and DEFAULT_STATISTIC in statistics:
+            raise ValueError(
+                f"stats={{{DEFAULT_STATISTIC!r}: ...}} clashes with the default summary "
+                f"statistics; rename it or pass default_stats=False"
+            )
 
         model = as_model(model, init)
         flat = model.flatten()
@@ -183,13 +182,11 @@ class Plan:
 
     @functools.cached_property
     def _description(self) -> dict[str, Any]:
-        model: dict[str, Any] = {}
-        if self.resumable:
-            model = {"jax": jax.__version__}
+        traced_by = {"jax": jax.__version__} if self.resumable else {}
         return {
             "config": self.config.to_json(),
             "model": {
-                **model,
+                **traced_by,
                 "name": self.model.name,
                 "dim": self.flat.dim,
                 "dtype": str(self.flat.dtype),
@@ -219,24 +216,17 @@ class Plan:
 
 
 # mass_matrix="auto" takes the diagonal metric for a CPU run expected to move fewer bytes
-# than this through its gradients (see _resolve_mass_matrix; the environment variable
-# SLUICE_LOW_RANK_MIN_RUN_BYTES sets it, 0: the dimension alone decides).
+# than this through its gradients (SLUICE_LOW_RANK_MIN_RUN_BYTES sets it; 0: the
+# dimension alone decides).
 LOW_RANK_MIN_RUN_BYTES = int(os.environ.get("SLUICE_LOW_RANK_MIN_RUN_BYTES", 2 * 2**30))
 
 
 def _resolve_mass_matrix(kernel: Any, traffic: float | None) -> Any:
-    """``kernel`` with ``mass_matrix="auto"`` made ``"diag"`` for a run too short to
-    repay the low-rank metric; any other kernel unchanged.
-
-    The low-rank metric costs a fixed ~0.7 s of tracing and compiling on this
-    project's 2-core CPU (PyMC's eight schools: 6.3 against 5.6 s from the model to
-    its InferenceData, medians of five fresh processes), and it can save at most the
-    sampling time, which that run's 0.58 GB of expected gradient traffic takes 0.3-0.4 s
-    of. Under :data:`LOW_RANK_MIN_RUN_BYTES` (2 GiB; ``_run_traffic``'s estimate, on
-    CPU) the diagonal is kept; radon-like varying intercepts at 4.7 GB gain
-    (``python -m bench pymc-models/pymc-models-small``). The estimate depends on the
-    model and the run's length only, so every device layout, process and resume of a
-    run decides alike, and the store records the decision."""
+    """``kernel`` with ``mass_matrix="auto"`` made ``"diag"`` for a CPU run whose
+    expected traffic is under :data:`LOW_RANK_MIN_RUN_BYTES`, too short to repay the
+    low-rank metric's fixed compile (docs/architecture.md); any other kernel unchanged.
+    The estimate depends on the model and the run's length only, so every layout,
+    process and resume of a run decides alike."""
     if getattr(kernel, "mass_matrix", None) != "auto" or not dataclasses.is_dataclass(kernel):
         return kernel
     if traffic is None or traffic >= LOW_RANK_MIN_RUN_BYTES:
@@ -249,32 +239,22 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
     one step's cost each (:func:`sluice.mcmc.chain_method.step_bytes`; a proxy, since
     the gradients per step are not known before the run); ``None`` elsewhere.
 
-    At most :data:`sluice._jax.compile.SMALL_RUN_BYTES` the run is compile-bound:
-    its chunk program compiles with the classic emitters
-    (:func:`sluice._jax.compile.loop_options`) and ``chain_method="auto"`` runs the
-    chains sequentially, whose program traces and compiles sooner. Measured on this
-    project's 2-core CPU, 4 chains on 2 devices, fresh processes, every program
-    compiled in the foreground (``python -m bench chunk-trace``): the 10-dim
-    logistic regression of ``sluice demo`` (1,000 + 1,000 iterations) takes 3.0 s
-    sequentially against 4.4 s vectorized, sampling included; eight schools'
-    chunk program traces in 0.42 s against 1.45 s. The estimate depends on the
-    model and the run's length, not on the devices, so every layout of a run
-    decides alike (the emitters change floating-point results)."""
+    At most :data:`sluice._jax.compile.SMALL_RUN_BYTES` the run is compile-bound: its
+    chunk program compiles with the classic emitters and ``chain_method="auto"`` runs
+    the chains sequentially, which compile sooner (docs/architecture.md). Independent
+    of the devices, so every layout of a run decides alike (the emitters change
+    floating-point results)."""
     if topology.devices[0].platform != "cpu":
         return None
     return config.chains * (config.warmup + config.draws) * step_bytes(flat, config.kernel)
 
 
-# Streaming statistics over more elements than this compile with XLA's default emitters:
-# the classic ones run the default statistics' update 1.9x slower at 1,000 elements (44
-# against 23 ns per element and draw) and faster at 100 (69 against 92 ns, 4-row windows;
-# XLA_FLAGS=--xla_cpu_use_fusion_emitters=false python bench/stats_overhead.py --micro-only).
+# Streaming statistics over more elements than this compile with XLA's default emitters,
+# which run them faster there (docs/architecture.md).
 CLASSIC_STATISTICS_ELEMENTS = 100
 # A run whose statistics see at most this many element-draws (chains x draws x elements)
-# compiles their program with the fast options: on this project's 2-core CPU the default
-# statistics' update of an 11-element draw compiles in 0.25 s instead of 0.7 s (classic
-# emitters) and runs at 1.4 us per element and draw instead of 0.25 us, at most 0.12 s
-# more over the whole run.
+# compiles their program with the fast options: a quicker compile outweighs the slower
+# update.
 FAST_STATISTICS_ELEMENT_DRAWS = 100_000
 
 
@@ -297,7 +277,7 @@ def _compile_options(
     options = programs.loop_options(traffic)
     if not statistics:
         return options, None
-    elements = sum(math.prod(shape) for shape, _ in layout.groups["posterior"].values())
+    elements = _posterior_elements(layout)
     small = elements <= CLASSIC_STATISTICS_ELEMENTS
     if not separate:
         return options if small else None, None
@@ -307,13 +287,15 @@ def _compile_options(
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
-    groups = {"posterior": {k: (v.shape, np.dtype(v.dtype)) for k, v in flat.draw_shapes().items()}}
-    stat_shapes = sample_stats_shapes(flat, kernel)
-    groups["sample_stats"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in stat_shapes.items()}
+    groups = {"posterior": flat.draw_shapes(), "sample_stats": sample_stats_shapes(flat, kernel)}
     ll = flat.log_likelihood_shapes()
     if ll:
-        groups["log_likelihood"] = {k: (v.shape, np.dtype(v.dtype)) for k, v in ll.items()}
-    return groups
+        groups["log_likelihood"] = ll
+    return {g: {k: (v.shape, np.dtype(v.dtype)) for k, v in s.items()} for g, s in groups.items()}
+
+
+def _posterior_elements(layout: Layout) -> int:
+    return sum(math.prod(shape) for shape, _ in layout.groups["posterior"].values())
 
 
 def _resolve_chunk_size(
@@ -346,8 +328,7 @@ def _default_state_bytes(config: RunConfig, layout: Layout) -> Callable[[int], i
     elements are the posterior's)."""
     from sluice.stats import streaming
 
-    elements = sum(int(np.prod(shape, dtype=np.int64)) for shape, _ in
-                   layout.groups["posterior"].values())  # fmt: skip
+    elements = _posterior_elements(layout)
     itemsize = np.dtype(jax.numpy.result_type(float)).itemsize
     return lambda chunk: streaming.chunk_state_bytes(config.draws, chunk, elements, itemsize)
 

@@ -16,12 +16,10 @@ from typing import Any
 import jax
 import numpy as np
 
+from sluice.runtime.diagnostics import MAX_R_HAT, MIN_ESS_PER_CHAIN
 from sluice.stats._layout import element_labels
 
 __all__ = ["plot_convergence", "worst_elements"]
-
-R_HAT = 1.01
-ESS_PER_CHAIN = 100
 
 
 def _flat(result: dict[str, Any], key: str) -> np.ndarray:
@@ -48,12 +46,8 @@ def _label_index(template: dict[str, Any]) -> dict[str, tuple[str, tuple[int, ..
     """label -> (quantity, index) for the rank plots' lookups into kept draws."""
     out = {}
     for name, leaf in template.items():
-        shape = np.shape(leaf)
-        if not shape:
-            out[name] = (name, ())
-        else:
-            for index in np.ndindex(*shape):
-                out[f"{name}[{', '.join(str(i) for i in index)}]"] = (name, index)
+        for index in np.ndindex(*np.shape(leaf)):  # a scalar: one index, ()
+            out[f"{name}[{', '.join(str(i) for i in index)}]" if index else name] = (name, index)
     return out
 
 
@@ -103,9 +97,9 @@ def plot_convergence(
         squeeze=False,
     )  # fmt: skip
     top = axes[0]
-    ess_line = ESS_PER_CHAIN * chains
+    ess_line = MIN_ESS_PER_CHAIN * chains
     for ax, values, name, line, side in (
-        (top[0], r_hat, "R-hat", R_HAT, "above"),
+        (top[0], r_hat, "R-hat", MAX_R_HAT, "above"),
         (top[1], bulk, "bulk ESS", ess_line, "below"),
         (top[2], tail, "tail ESS", ess_line, "below"),
     ):

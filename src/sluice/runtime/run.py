@@ -128,16 +128,8 @@ class RunInfo:
             value = d2 / squares
         return np.where((n > 1) & (squares > 0), value, np.nan)
 
-    _PERSISTED = (
-        "compile_seconds",
-        "warmup_seconds",
-        "sampling_seconds",
-        "num_gradients_warmup",
-        "num_gradients",
-        "num_divergent",
-        "_sum_acceptance",
-    )
     _SUMMED = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
+    _PERSISTED = ("compile_seconds", "warmup_seconds", "sampling_seconds", *_SUMMED)
 
     def to_dict(self) -> dict[str, Any]:
         """The running totals a checkpoint carries (JSON-able)."""
@@ -319,7 +311,7 @@ class Run:
             or (isinstance(round_to, int) and not isinstance(round_to, bool))
         ):
             raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
-        table = self._summary_table(interval, "none", source)
+        table = self._summary_table(interval, source)
         diagnosis = self._diagnose(table)  # on the values before rounding
         if round_to is None:  # ArviZ's default decimals
             table = table.round({c: _ROUNDING.get(c, 3) for c in table.columns})
@@ -339,14 +331,15 @@ class Run:
         """The checks of CmdStan's ``diagnose`` and ArviZ on this run (divergences, maximum
         tree depth, E-BFMI, R-hat, bulk and tail ESS; :mod:`sluice.runtime.diagnostics`);
         ``print(run.diagnose())`` is the report. True when any check failed."""
-        return self._diagnose(self._summary_table("hdi", "none", "auto"))
+        return self._diagnose(self._summary_table("hdi", "auto"))
 
     def _diagnose(self, table: Any) -> Diagnosis:
         problems = sampler_problems(self.info)
         problems += convergence_problems(table, self.info.chains)
         return Diagnosis(tuple(problems))
 
-    def _summary_table(self, interval: str, round_to: Any, source: str) -> Any:
+    def _summary_table(self, interval: str, source: str) -> Any:
+        """The summary table, unrounded."""
         if source not in ("auto", "stats", "draws"):
             raise ValueError(f"source must be 'auto', 'stats' or 'draws', got {source!r}")
         keeps_draws = self.sink.kept() is not None
@@ -356,9 +349,7 @@ class Run:
             if interval not in ("hdi", "eti"):
                 raise ValueError(f"interval must be 'hdi' or 'eti', got {interval!r}")
             kwargs: dict[str, Any] = {"stat_focus": "median"} if interval == "eti" else {}
-            if round_to is not None:
-                kwargs["round_to"] = round_to
-            table = import_arviz().summary(self.to_arviz(), **kwargs)
+            table = import_arviz().summary(self.to_arviz(), round_to="none", **kwargs)
             if self.info.chains >= nested.MIN_CHAINS:  # many short chains: nested R-hat too
                 draws = [np.asarray(v, np.float64) for v in self.draws.values()]
                 x = np.concatenate([d.reshape(d.shape[0], d.shape[1], -1) for d in draws], -1)
@@ -368,7 +359,7 @@ class Run:
                     self.info.config.superchains or self.info.chains,
                 )  # fmt: skip
                 if len(values) == len(table):
-                    table["nested_r_hat"] = values if round_to == "none" else np.round(values, 3)
+                    table["nested_r_hat"] = values
             return table
         if self._summary_key is None:
             raise ValueError(
@@ -378,13 +369,11 @@ class Run:
             )
         from sluice.stats import summary_table
 
-        table = summary_table(
-            self._finalize(self._summary_key), interval=interval, round_to=round_to
-        )
+        table = summary_table(self._finalize(self._summary_key), interval=interval, round_to="none")
         if self.info.chains >= nested.MIN_CHAINS:  # many short chains: nested R-hat too
             superchains = self.info.config.superchains or self.info.chains
-            values = nested.nested_rhat(self._stats_states[self._summary_key], superchains)
-            table["nested_r_hat"] = values if round_to == "none" else np.round(values, 3)
+            states = self._stats_states[self._summary_key]
+            table["nested_r_hat"] = nested.nested_rhat(states, superchains)
         return table.rename(index=_arviz_labels(self.model, self._finalize(self._summary_key)))
 
     def plot(self, path: str | None = None, *, worst: int = 4) -> Any:

@@ -65,13 +65,10 @@ class _Readouts:
     """When the progress display reads the statistics (without ``until``, which reads
     them at every chunk to decide).
 
-    A reading merges every chain's statistics and finalizes them: on a 1,000-dim
-    Gaussian, 4 chains, ~20 ms against a chunk of 100 draws' ~35 ms (130 ms with the
-    fast compile options). Read at every chunk, the display more than doubled the
-    sampling phase, and its first reading waited for the finalize program's compile.
-    So it reads at a chunk boundary when the programs are compiled and the readings
-    so far have taken at most :data:`READOUT_SHARE` of the phase's wall time, and at
-    the last chunk always (the summary of the run, its programs awaited if need be).
+    A reading merges and finalizes every chain's statistics, which can cost as much
+    as a chunk: the display reads at a chunk boundary when their programs are
+    compiled and the readings so far have taken at most :data:`READOUT_SHARE` of the
+    phase's wall time, and at the last chunk always (the run's summary).
     """
 
     def __init__(self) -> None:
@@ -149,20 +146,13 @@ class Session:
             self.compiler.seconds += time.perf_counter() - t1
         args = self._init_args(positions)
         self.carry, grads = self.compiler.executable("init", args)(*args)
-        real = self.topology.local_chains
         if self.plan.check_init:  # from the init program's values: no program of its own
             kernel = self.carry.kernel
-            n = real.stop - real.start
-            check_initial_values(
-                self.plan.flat,
-                self.topology.local(kernel.logdensity)[:n],
-                self.topology.local(kernel.logdensity_grad)[:n],
-                self.topology.local(kernel.position)[:n],
-            )
+            values = (kernel.logdensity, kernel.logdensity_grad, kernel.position)
+            check_initial_values(self.plan.flat, *self._local_real(values))
         if beside is not None:
             self.compiler.join(beside)
-        local_grads = self.topology.local(grads)[: real.stop - real.start]
-        self.info.num_gradients_warmup += int(np.sum(local_grads, dtype=np.int64))
+        self.info.num_gradients_warmup += int(np.sum(self._local_real(grads), dtype=np.int64))
         self._timed("warmup_seconds", t0, c0)
 
     def restore(self, checkpoint: Checkpoint) -> None:
@@ -184,9 +174,8 @@ class Session:
                 "(different statistics, kernel or model shapes)"
             )
         # Real chains keep their state; padded slots (whose output is dropped) copy chain 0.
-        slots = t.local_slots
-        rows = np.minimum(np.arange(slots.start, slots.stop), t.num_chains - 1)
-        rows = np.where(np.arange(slots.start, slots.stop) < t.num_chains, rows, 0)
+        slots = np.arange(t.local_slots.start, t.local_slots.stop)
+        rows = np.where(slots < t.num_chains, slots, 0)
         local = [leaf[rows] for leaf in checkpoint.carry]
         self.carry = t.put_local(jax.tree.unflatten(treedef, local))
         self.iteration = checkpoint.next_iteration
@@ -256,6 +245,10 @@ class Session:
         real = self.topology.local_chains
         return jax.tree.map(lambda x: x[: real.stop - real.start], self.topology.local(tree))
 
+    def _all_real(self, local_tree: Any) -> Any:
+        """Every process's real chains of a pytree of local blocks, on every process."""
+        return jax.tree.map(lambda x: x[: self.config.chains], self.topology.allgather(local_tree))
+
     def run(self) -> Run:
         c = self.config
         chunk, warmup, end = c.chunk_size, c.warmup, c.warmup + c.draws
@@ -274,12 +267,8 @@ class Session:
                     )
                     self.iteration = stop
                     self._save(self.carry, stop)
-                    if bar.enabled:
-                        bar.advance(
-                            stop - start, **self._fields(counters, self.carry, stop - start)
-                        )
-                    else:
-                        bar.advance(stop - start)
+                    fields = self._fields(counters, self.carry, stop - start) if bar.enabled else {}
+                    bar.advance(stop - start, **fields)
             self._timed("warmup_seconds", t0, c0)
 
         if not self.stats_ready:
@@ -287,9 +276,7 @@ class Session:
         self.compiler.await_precompile(self.carry)
 
         t0, c0 = time.perf_counter(), self.compiler.seconds
-        step = {}  # the step size is fixed while sampling
-        if self.progress:
-            step = {k: v for k, v in self._fields(None, self.carry, 1).items() if k == "step_size"}
+        step = self._fields(None, self.carry, 1) if self.progress else {}  # fixed while sampling
         with ChunkProgress(
             "sampling", c.draws, chunk, c.chains, self.progress, initial=self.iteration - warmup
         ) as bar:
@@ -319,17 +306,14 @@ class Session:
                 elif watch and readouts.due(stop >= end, self._readable()):
                     self.compiler.await_statistics()  # (the last chunk's reading waits)
                     self.worst = readouts.read(self._convergence)
+                fields = {}
                 if bar.enabled:  # (the chunk's carry may be donated: params read before)
                     fields = {**self._fields(counters, None, stop - start), **step}
                     fields.update(_until_fields(self.worst))
-                    bar.advance(
-                        stop - start,
-                        divergent=self.info.num_divergent,
-                        saturated=self.info.num_saturated,
-                        **fields,
+                    fields.update(
+                        divergent=self.info.num_divergent, saturated=self.info.num_saturated
                     )
-                else:
-                    bar.advance(stop - start)
+                bar.advance(stop - start, **fields)
 
             if not watch:
                 pipelined(range(self.iteration, end, chunk), dispatch, finish)
@@ -373,14 +357,11 @@ class Session:
         decision is the one every process takes)."""
         p, t = self.plan, self.topology
         name = p.summary_key
-        states = jax.tree.map(
-            lambda x: x[: self.config.chains], t.allgather(t.local(self.carry.stats))
-        )
-        statistic = p.statistics[name]
+        states = self._all_real(t.local(self.carry.stats))
         per_chain = [
             jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
         ]
-        summary = run_statistics.summarize(statistic, per_chain)
+        summary = run_statistics.summarize(p.statistics[name], per_chain)
         until = self.config.until
         worst = until.progress(summary) if until is not None else worst_values(summary)
         if t.multiprocess:
@@ -395,7 +376,6 @@ class Session:
             return
         done = self.iteration - self.config.warmup
         self.info.converged_at = done
-        self.info.mean_acceptance = self.info._sum_acceptance / (self.config.chains * done)
         t = self.topology
         if isinstance(self.sink, ResumableSink):  # a shared store: process 0 cuts it first
             if t.is_main:
@@ -417,14 +397,12 @@ class Session:
             return
         key, start = self.compiler.statistics_start()
         if p.program.statistic.pilot:  # every real chain's last warmup draws, pooled
-            chains = self.config.chains
-            rows = jax.tree.map(lambda x: x[:chains], t.allgather(t.local(self.carry.pilot)))
+            rows = self._all_real(t.local(self.carry.pilot))
             example = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), rows)
         else:
             example = np.asarray(t.broadcast_from_main(t.local(self.carry.kernel.position)[0]))
         # the carry's initial statistics states are dropped before the new ones exist:
-        # a million-element model's states are gigabytes, and one copy more than needed
-        # is what runs out of memory
+        # a million-element model's states are gigabytes
         self.carry = self.carry._replace(stats=jax.tree.map(lambda x: None, self.carry.stats))
         self.compiler.compile_statistics_update()
         states = programs.call(key, start, p.flat.consts, example)
@@ -438,10 +416,7 @@ class Session:
     def _finish(self) -> Run:
         p, t, info, chains = self.plan, self.topology, self.info, self.config.chains
         info.merge_totals(t.sum_over_processes(info.totals()))
-        params = jax.tree.map(
-            lambda x: np.asarray(x)[:chains], t.allgather(t.local(self.carry.params))
-        )
-        info.params = params
+        info.params = params = self._all_real(t.local(self.carry.params))
         info.step_size = _param(params, "step_size")
         info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
@@ -449,7 +424,7 @@ class Session:
         # comes: a million-element model's states are gigabytes, and the rest of the
         # carry (the sampler's, the pilot's ring) was beside them at this peak
         stats, self.carry = self.carry.stats, None
-        stats_states = jax.tree.map(lambda x: x[:chains], t.allgather(t.move_local(stats)))
+        stats_states = self._all_real(t.move_local(stats))
         del stats
         local_chains = t.local_chains
         if t.multiprocess and isinstance(self.sink, MemorySink):
@@ -479,7 +454,7 @@ class Session:
     def _gather_kept_draws(self) -> None:
         """Every process's chains into every process's memory sink, so that every
         process's ``run.draws`` and ``run.summary()`` cover all chains (byte-exact)."""
-        t, chains = self.topology, self.config.chains
+        t = self.topology
         real = t.local_chains
         rows = t.slots_per_process
 
@@ -489,7 +464,7 @@ class Session:
             return out
 
         local = jax.tree.map(pad, self.sink.kept())
-        self.sink.data = jax.tree.map(lambda x: x[:chains], t.allgather(local))
+        self.sink.data = self._all_real(local)
 
 
 def _trim(host: dict, n: int) -> dict:

@@ -18,6 +18,7 @@ every block.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -53,8 +54,8 @@ def start_program(
     for a statistic with a pilot, the pooled pilot draws (already constrained).
 
     With ``sharding`` (the slots' layout over this process's devices) the program
-    writes each device's slots in place: placing a one-device result there instead
-    compiles a slicing program per state array (0.85 s for the default statistics)."""
+    writes each device's slots in place, rather than a slicing program per state array
+    placing a one-device result there."""
 
     def start(consts: Any, example: Any) -> Any:
         if statistic.pilot:
@@ -70,12 +71,9 @@ def start_program(
     return (*key, devices), jax.jit(start, out_shardings=sharding)
 
 
-def _merge_key(statistic: Statistic) -> tuple:
-    return ("statistic.merge", statistic.cache_key)
-
-
-def _finalize_key(statistic: Statistic) -> tuple:
-    return ("statistic.finalize", statistic.cache_key)
+def _key(program: str, statistic: Statistic) -> tuple:
+    """The cache key of ``statistic``'s ``merge``, ``finalize`` or ``finalize-block``."""
+    return (f"statistic.{program}", statistic.cache_key)
 
 
 def merge_chains(statistic: Statistic, states: list[Any]) -> Any:
@@ -87,19 +85,15 @@ def merge_chains(statistic: Statistic, states: list[Any]) -> Any:
         merged = []
         while len(states) > 1:
             a, b = states.pop(0), states.pop(0)
-            merged.append(programs.call(_merge_key(statistic), statistic.merge, a, b))
+            merged.append(programs.call(_key("merge", statistic), statistic.merge, a, b))
             del a, b
         states = merged + states
     return states[0]
 
 
-def _block_finalize_key(statistic: Statistic) -> tuple:
-    return ("statistic.finalize-block", statistic.cache_key)
-
-
 def finalize(statistic: Statistic, state: Any) -> Any:
     """``statistic.finalize(state)`` through the cache, as host arrays."""
-    return jax.device_get(programs.call(_finalize_key(statistic), statistic.finalize, state))
+    return jax.device_get(programs.call(_key("finalize", statistic), statistic.finalize, state))
 
 
 def _blocked(statistic: Statistic, state: Any) -> bool:
@@ -122,7 +116,7 @@ def summarize(statistic: Statistic, states: list[Any]) -> Any:
         block = [blocks.take(s, start, stop, ELEMENT_BLOCK) for s in states]
         merged = merge_chains(statistic, block)
         del block
-        values = programs.call(_block_finalize_key(statistic), blocks.finalize, merged)
+        values = programs.call(_key("finalize-block", statistic), blocks.finalize, merged)
         del merged
         parts.append(jax.tree.map(lambda v, n=stop - start: np.asarray(v)[:n], values))
     flat = jax.tree.map(lambda *vs: np.concatenate(vs), *parts)
@@ -136,8 +130,8 @@ def _readout_programs(statistic: Statistic, one: Any) -> tuple[tuple, tuple, Any
     if _blocked(statistic, one):
         n = ELEMENT_BLOCK
         one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
-        return _merge_key(statistic), _block_finalize_key(statistic), one
-    return _merge_key(statistic), _finalize_key(statistic), one
+        return _key("merge", statistic), _key("finalize-block", statistic), one
+    return _key("merge", statistic), _key("finalize", statistic), one
 
 
 def compiled(statistic: Statistic, one: Any) -> bool:
@@ -156,8 +150,7 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
 
     Both are lowered here, one after the other (tracing holds the GIL). Programs
     small enough for the fast options then compile at the same time, merge in a
-    second thread: on two cores, 2.4 s instead of 4.0 s for the default
-    statistics, for ~80 MB more peak memory. Larger ones compile one after the
+    second thread (quicker, for little more memory); larger ones one after the
     other, as two compiles at once would stack their memory on a large run's.
     """
     blocked = _blocked(statistic, one)  # then the programs of one block of elements
@@ -170,10 +163,9 @@ def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
         if programs.compile_options((one, one), merged) is not None:
 
             def fill() -> None:
-                try:
+                # a failure is left for the foreground call, which compiles again and raises
+                with contextlib.suppress(Exception):
                     programs.fill(pending, fast_if_small=True)
-                except Exception:  # the foreground call compiles again and raises it
-                    pass
 
             side = threading.Thread(target=fill, name="sluice-precompile-merge")
             side.start()
