@@ -1,10 +1,5 @@
-"""How a kernel from another library keeps its settings: hashable, and JSON for a store.
-
-A setting may be code (an integrator, a function), an array or a plain value.
-:func:`setting_key` makes it hashable (code by identity, arrays by their
-bytes) for the compile cache; :func:`describe` makes it JSON for a store's
-record (code by qualified name, arrays as lists); :func:`digest` names an
-array by its SHA-256.
+"""How a kernel from another library keeps its settings (code, arrays or plain
+values): hashable for the compile cache, and JSON for a store's record.
 """
 
 from __future__ import annotations

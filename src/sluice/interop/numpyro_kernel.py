@@ -1,18 +1,13 @@
 """NumPyro's MCMC kernels as chunk-engine kernels: :func:`from_numpyro`.
 
 A NumPyro kernel class (``numpyro.infer.NUTS``, ``HMC``, ``SA``, ``BarkerMH``)
-is built on the model's potential (minus the flat log-density) inside the
-chunk, and advanced by its own ``sample``, one iteration at a time: its
-warmup (NumPyro's window adaptation, SA's and Barker's adaptation) runs in
-its state as it does under ``numpyro.infer.MCMC``, so sluice's warmup phase
-only counts iterations. Each iteration's key is sluice's (it replaces the
-state's ``rng_key``), so draws depend neither on the chunk size nor on a
-stop and resume.
-
-NumPyro fixes its warmup schedule when a kernel is initialised, from the
-number of warmup iterations: the run specialises the kernel to its warmup
-length (:meth:`NumPyroKernel.for_warmup`), so a new warmup length compiles
-anew.
+is built on the model's potential inside the chunk and advanced by its own
+``sample``, one iteration at a time: its warmup runs in its state as under
+``numpyro.infer.MCMC``, so sluice's warmup phase only counts iterations. Each
+iteration's key is sluice's, so draws depend neither on the chunk size nor on a
+stop and resume. NumPyro fixes its warmup schedule when a kernel is
+initialised, so a run specialises the kernel to its warmup length
+(:meth:`NumPyroKernel.for_warmup`) and a new length compiles anew.
 """
 
 from __future__ import annotations

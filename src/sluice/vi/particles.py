@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -25,20 +25,14 @@ __all__ = ["BOUNDS", "elbo", "log_weights", "sample"]
 BOUNDS = ("elbo", "iwae")
 
 
-class _Target(NamedTuple):
-    """A model seen as functions of ``(consts, x)`` with ``x`` one flat ``(dim,)`` point."""
-
-    logdensity_fn: Callable[[Any, jax.Array], jax.Array]
-    draws_fn: Callable[[Any, jax.Array], dict[str, jax.Array]]
-    consts: Any
-
-
-def _target(model: Model | Callable[[jax.Array], jax.Array]) -> _Target:
+def _target(model: Model | Callable[[jax.Array], jax.Array]) -> tuple[Callable, Callable, Any]:
+    """``(logdensity_fn, draws_fn, consts)``: the model as functions of ``(consts, x)``
+    with ``x`` one flat ``(dim,)`` point."""
     if isinstance(model, Model):
         flat = model.flatten()
-        return _Target(flat.logdensity_fn, flat.draws_fn, flat.consts)
+        return flat.logdensity_fn, flat.draws_fn, flat.consts
     if callable(model):
-        return _Target(lambda _, x: model(x), lambda _, x: {"x": x}, ())
+        return lambda _, x: model(x), lambda _, x: {"x": x}, ()
     raise TypeError(
         f"model must be a sluice.Model or a log-density of one flat point, got {model!r}"
     )
