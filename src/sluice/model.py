@@ -186,8 +186,7 @@ def _check_init(point: PyTree) -> PyTree:
                 f"(value {leaf!r}). Use e.g. jnp.zeros(..., dtype=float)."
             )
         out.append(jnp.asarray(leaf))
-    treedef = jax.tree_util.tree_structure(point)
-    return jax.tree_util.tree_unflatten(treedef, out)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(point), out)
 
 
 def _hoist(fn: Callable, example: jax.Array) -> tuple[Callable, tuple[jax.Array, ...], str]:

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sluice.interop import chees, mclmc_tuning
-from sluice.interop.kernel_settings import describe, digest, setting_key
+from sluice.interop.kernel_settings import describe, digest, setting_key, stats_shapes
 from sluice.mcmc.kernels import window_warmup
 from sluice.mcmc.protocol import Warmup, constant_warmup
 
@@ -278,21 +278,9 @@ class BlackJAXKernel:
         return new, stats
 
     def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
-        """Shapes of :meth:`step`'s statistics, from a traced step on a stand-in
-        Gaussian (the statistics are scalars whatever the dimension)."""
+        """Shapes of :meth:`step`'s statistics, from a traced step on a stand-in Gaussian."""
         dims = [a.shape[0] for _, a in self.arrays]
-        dim = dims[0] if dims else 2  # MCLMC refuses one dimension
-        x = jax.ShapeDtypeStruct((dim,), dtype)
-        logdensity = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
-
-        def one(z):
-            key = jnp.zeros((2,), jnp.uint32)
-            warmup = self.warmup()
-            state = self.init(z, logdensity, key)
-            astate, _ = warmup.init(key, state, logdensity)
-            return self.step(key, state, logdensity, warmup.params(astate))[1]
-
-        return jax.eval_shape(one, x)
+        return stats_shapes(self, dtype, dims[0] if dims else 2)  # MCLMC refuses one dimension
 
     # -- warmup ----------------------------------------------------------------------
     def warmup(self) -> Warmup:

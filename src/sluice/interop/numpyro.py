@@ -203,8 +203,7 @@ def convert(
         def log_likelihood_fn(theta: dict[str, jax.Array]) -> dict[str, jax.Array]:
             # numpyro.infer.log_likelihood at one point: log_prob of each
             # observed site given the constrained latent values.
-            constrained = transform(theta)
-            trace = handlers.trace(handlers.substitute(prepared, data=constrained)).get_trace(
+            trace = handlers.trace(handlers.substitute(prepared, data=transform(theta))).get_trace(
                 *model_args, **model_kwargs
             )
             return {

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from sluice.interop.kernel_settings import describe, setting_key
+from sluice.interop.kernel_settings import describe, setting_key, stats_shapes
 from sluice.mcmc.protocol import Warmup, constant_warmup
 
 __all__ = ["NumPyroKernel", "NumPyroState", "from_numpyro"]
@@ -177,15 +177,7 @@ class NumPyroKernel:
 
     def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
         """Shapes of :meth:`step`'s statistics, from a traced step on a stand-in Gaussian."""
-        x = jax.ShapeDtypeStruct((2,), dtype)
-        logdensity = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
-        kernel = self if self.num_warmup is not None else self.for_warmup(1)
-
-        def one(z):
-            key = jnp.zeros((2,), jnp.uint32)
-            return kernel.step(key, kernel.init(z, logdensity, key), logdensity, ())[1]
-
-        return jax.eval_shape(one, x)
+        return stats_shapes(self if self.num_warmup is not None else self.for_warmup(1), dtype)
 
     def warmup(self) -> Warmup:
         """NumPyro adapts inside its own state: sluice's warmup only counts iterations."""
