@@ -5,6 +5,8 @@ statistics computed on the device, and particle-parallel variational
 inference, for log-densities written for one point.
 """
 
+import importlib
+
 from sluice import kernels, stats, vi
 from sluice._jax import cores as _cores
 from sluice._version import __version__ as __version__
@@ -59,18 +61,13 @@ def cpu_devices() -> _cores.CpuDevices:
     return _cores.choice()
 
 
+# The adapters are imported on first use, so that `import sluice` needs neither library.
+_ADAPTERS = {"from_numpyro": "sluice.interop.numpyro", "from_pymc": "sluice.interop.pymc"}
+
+
 def __getattr__(name: str):
-    # The adapters are imported on first use, so that `import sluice` needs neither library.
-    if name == "from_numpyro":
-        from sluice.interop.numpyro import from_numpyro
-
-        return from_numpyro
-    if name == "from_pymc":
-        from sluice.interop.pymc import from_pymc
-
-        return from_pymc
+    if name in _ADAPTERS:
+        return getattr(importlib.import_module(_ADAPTERS[name]), name)
     if name == "pymc":  # the module sluice.pymc (sample: pm.sample's drop-in), imported once
-        import importlib
-
         return importlib.import_module("sluice.pymc")
     raise AttributeError(f"module 'sluice' has no attribute {name!r}")

@@ -79,23 +79,17 @@ def describe_value(value: Any) -> str:
     return type(value).__name__
 
 
-def _parameters(fn: Callable) -> tuple[list[str], list[str]] | None:
-    """(positional-or-keyword and keyword parameter names, the required ones), or None
-    for functions with ``*args`` / ``**kwargs`` or no readable signature."""
+def _required(fn: Callable) -> list[str] | None:
+    """The names of ``fn``'s required parameters, or None for functions with ``*args``,
+    ``**kwargs``, positional-only parameters (not callable by keyword) or no readable
+    signature."""
     try:
-        signature = inspect.signature(fn)
+        parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return None
-    names, required = [], []
-    for p in signature.parameters.values():
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            return None
-        if p.kind == p.POSITIONAL_ONLY:
-            return None  # not callable by keyword
-        names.append(p.name)
-        if p.default is p.empty:
-            required.append(p.name)
-    return names, required
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in parameters):
+        return None
+    return [p.name for p in parameters if p.default is p.empty]
 
 
 def resolve_calling(fn: Callable, example: Any, requested: str = "auto") -> Calling:
@@ -103,10 +97,9 @@ def resolve_calling(fn: Callable, example: Any, requested: str = "auto") -> Call
     module docstring); ``requested`` forces one."""
     if requested not in CALLINGS:
         raise ValueError(f"calling must be one of {CALLINGS}, got {requested!r}")
-    params = _parameters(fn)
+    required = _required(fn)
     is_array = hasattr(example, "shape") and not isinstance(example, Mapping)
-    if requested in ("auto", "keywords") and isinstance(example, Mapping) and params:
-        required = params[1]
+    if requested in ("auto", "keywords") and isinstance(example, Mapping) and required is not None:
         keys = list(example)
         if all(isinstance(k, str) for k in keys) and set(required) == set(keys):
             return Calling("keywords")
@@ -115,8 +108,8 @@ def resolve_calling(fn: Callable, example: Any, requested: str = "auto") -> Call
             f"calling='keywords' needs a dict init whose keys are the parameters of "
             f"{_label(fn)}; init has {describe_value(example)}"
         )
-    if requested in ("auto", "array") and is_array and params and len(params[1]) == 1:
-        return Calling("array", params[1][0])
+    if requested in ("auto", "array") and is_array and required is not None and len(required) == 1:
+        return Calling("array", required[0])
     if requested == "array":
         raise ValueError(
             f"calling='array' needs one array init and a function of one parameter; got "
@@ -129,16 +122,13 @@ def _label(fn: Callable) -> str:
     return getattr(fn, "__name__", None) or repr(fn)
 
 
-def leaf_is_number(leaf: Any) -> bool:
-    return isinstance(leaf, int | float | np.integer | np.floating) and not isinstance(leaf, bool)
-
-
 def numbers_to_array(point: Any) -> Any:
     """Lists or tuples of plain numbers (``[0.0, 0.0]``, also as values of a dict) as
     float arrays (JAX's default float); anything else as it is."""
     if isinstance(point, Mapping):
         return type(point)({k: numbers_to_array(v) for k, v in point.items()})
     if isinstance(point, list | tuple) and not hasattr(point, "_fields") and point:
-        if all(leaf_is_number(v) for v in point):
+        number = int | float | np.integer | np.floating
+        if all(isinstance(v, number) and not isinstance(v, bool) for v in point):
             return np.asarray(point, dtype=jax.numpy.result_type(float))
     return point

@@ -1,21 +1,12 @@
 """Models: a log-density written for one point, plus what to record of each draw.
 
-A model is three pure functions of ONE unconstrained parameter value (a pytree):
-
-* ``log_density(theta) -> scalar``: the unnormalised log posterior;
-* ``transform(theta) -> {name: array}``: the named quantities recorded as draws
-  (constrained parameters, deterministics); the identity by default;
-* ``log_likelihood(theta) -> {name: array}``: pointwise log-likelihood (optional).
-
-sluice never asks the user to batch them: chains and particles are added with
-``jax.vmap`` (or ``lax.map``) by the engine.
-
-Internally the parameter pytree is flattened to one vector (``ravel_pytree``) so
-that kernels and adaptation deal with a single ``(dim,)`` array, and the data a
-model closes over is hoisted out of the functions (:func:`_hoist`) so that it is
-passed to compiled code as arguments instead of being baked into it as
-constants: compiles are smaller and a new data set of the same shapes reuses
-the compiled program.
+A :class:`Model` is pure functions of ONE unconstrained parameter value (a
+pytree); chains and particles are added with ``jax.vmap`` (or ``lax.map``) by
+the engine. Internally the parameter pytree is flattened to one ``(dim,)``
+vector (:class:`FlatModel`), and the data a model closes over is hoisted out of
+the functions (:func:`_hoist`) so that it is passed to compiled code as
+arguments instead of being baked into it as constants: compiles are smaller and
+a new data set of the same shapes reuses the compiled program.
 """
 
 from __future__ import annotations
@@ -129,11 +120,9 @@ class Model:
 
     def initial_points(self, rng_key: jax.Array, chain_ids: np.ndarray) -> PyTree:
         """Starting points, one per chain, stacked along a leading chain axis (NumPy
-        arrays): a function ``init`` called with ``fold_in(rng_key, chain_id)``.
-
-        The keys are folded and the points stacked on the host: JAX's eager
-        ``fold_in``, ``stack`` and ``broadcast_to`` each compile a small program
-        (~0.3 s together on a 2-core CPU, before a run's first draw)."""
+        arrays): a function ``init`` called with ``fold_in(rng_key, chain_id)``. The
+        keys are folded and the points stacked on the host, where JAX's eager
+        operations would each compile a small program."""
         n = len(chain_ids)
         if callable(self.init):
             keys = _chain_keys(rng_key, chain_ids)
@@ -197,8 +186,7 @@ def _check_init(point: PyTree) -> PyTree:
                 f"(value {leaf!r}). Use e.g. jnp.zeros(..., dtype=float)."
             )
         out.append(jnp.asarray(leaf))
-    treedef = jax.tree_util.tree_structure(point)
-    return jax.tree_util.tree_unflatten(treedef, out)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(point), out)
 
 
 def _hoist(fn: Callable, example: jax.Array) -> tuple[Callable, tuple[jax.Array, ...], str]:
@@ -229,7 +217,6 @@ class FlatModel:
     log_likelihood_fn: Callable[[Any, jax.Array], dict[str, jax.Array]] | None
     consts: tuple[Any, ...]
     fingerprint: str
-    _example_flat: Callable[[], Any] | None = None  # the flat example point, when asked
 
     @classmethod
     def from_model(cls, model: Model) -> FlatModel:
@@ -248,14 +235,11 @@ class FlatModel:
 
         ld, ld_c, ld_fp = traced("log_density", model.log_density, jnp.asarray)
         _check_scalar(ld, ld_c, flat)
+        named = as_named(lambda v: v, default_name)
         if model.transform is None:
-            dr, dr_c, dr_fp = _hoist(
-                lambda x: as_named(lambda p: p, default_name)(unravel(x)), flat
-            )
+            dr, dr_c, dr_fp = _hoist(lambda x: named(unravel(x)), flat)
         else:
-            dr, dr_c, dr_fp = traced(
-                "transform", model.transform, as_named(lambda v: v, default_name)
-            )
+            dr, dr_c, dr_fp = traced("transform", model.transform, named)
         if model.log_likelihood is not None:
             ll, ll_c, ll_fp = traced(
                 "log_likelihood", model.log_likelihood, as_named(lambda v: v, "y")
@@ -274,7 +258,6 @@ class FlatModel:
             log_likelihood_fn=(lambda c, x: ll(c[2], x)) if ll is not None else None,
             consts=(ld_c, dr_c, ll_c),
             fingerprint=fingerprint,
-            _example_flat=lambda: np.asarray(ravel_pytree(model.example_point())[0]),
         )
 
     def data_hash(self) -> str:
@@ -311,14 +294,10 @@ def _check_scalar(ld: Callable, consts: Any, flat: jax.Array) -> None:
         raise TypeError(f"log_density must return a float scalar, got dtype {out.dtype}")
 
 
-def element_names(tree: PyTree, mask: Any, limit: int = 6) -> list[str]:
-    """Names like ``init['beta'][3]`` of the elements of ``tree`` where ``mask`` is true."""
+def _non_finite_names(tree: PyTree, limit: int = 6) -> list[str]:
+    """``init['beta'][3] is nan``, ...: the non-finite elements of ``tree``."""
     out = []
-    for (path, leaf), (_, bad) in zip(
-        jax.tree_util.tree_flatten_with_path(tree)[0],
-        jax.tree_util.tree_flatten_with_path(mask)[0],
-        strict=True,
-    ):
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
         base = "init" + "".join(
             f"[{k.key!r}]" if isinstance(k, jax.tree_util.DictKey)
             else f"[{k.idx}]" if isinstance(k, jax.tree_util.SequenceKey)
@@ -326,8 +305,8 @@ def element_names(tree: PyTree, mask: Any, limit: int = 6) -> list[str]:
             else f"[{k}]"
             for k in path
         )  # fmt: skip
-        leaf, bad = np.asarray(leaf), np.asarray(bad)
-        for index in np.argwhere(bad):
+        leaf = np.asarray(leaf)
+        for index in np.argwhere(~np.isfinite(leaf)):
             suffix = f"[{', '.join(str(int(i)) for i in index)}]" if leaf.ndim else ""
             out.append(f"{base}{suffix} is {leaf[tuple(index)]}")
             if len(out) == limit:
@@ -347,8 +326,7 @@ def check_initial_values(
             where = ""
             if positions is not None:
                 point = flat_model.unravel(np.asarray(positions[chain]))
-                bad = jax.tree.map(lambda v: ~np.isfinite(np.asarray(v)), point)
-                named = element_names(point, bad)
+                named = _non_finite_names(point)
                 if named:
                     raise ValueError(
                         f"the starting point of chain {chain} is not finite: " + ", ".join(named)
@@ -361,8 +339,7 @@ def check_initial_values(
             )
         if not np.all(np.isfinite(grads[chain])):
             tree = flat_model.unravel(np.asarray(grads[chain]))
-            bad = jax.tree.map(lambda v: ~np.isfinite(np.asarray(v)), tree)
-            named = [n.replace("init", "the gradient at init", 1) for n in element_names(tree, bad)]
+            named = [n.replace("init", "the gradient at init", 1) for n in _non_finite_names(tree)]
             raise ValueError(
                 f"the gradient of log_density at the starting point of chain {chain} is not "
                 f"finite: {', '.join(named)}. Move init away from the edge of the support."

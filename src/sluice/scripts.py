@@ -38,10 +38,9 @@ def load_model_script(path: str | os.PathLike, expected_sha256: str | None = Non
     namespace = runpy.run_path(str(path), run_name="__sluice_model__")
     if isinstance(namespace.get("model"), Model):
         return namespace["model"]
-    if callable(namespace.get("model")) and "init" in namespace:
-        return as_model(namespace["model"], namespace["init"])
-    if callable(namespace.get("log_density")) and "init" in namespace:
-        return as_model(namespace["log_density"], namespace["init"])
+    for name in ("model", "log_density"):
+        if callable(namespace.get(name)) and "init" in namespace:
+            return as_model(namespace[name], namespace["init"])
     raise ValueError(
         f"model script {path} must define `model = sluice.Model(...)`, or `log_density` and `init`"
     )

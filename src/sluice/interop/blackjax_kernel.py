@@ -1,33 +1,15 @@
 """BlackJAX's samplers as chunk-engine kernels: :func:`from_blackjax`.
 
-A BlackJAX ``SamplingAlgorithm`` factory (``blackjax.nuts``, ``blackjax.hmc``,
-``blackjax.mala``, ``blackjax.mclmc``, ``blackjax.adjusted_mclmc``, ...) is
-built inside the chunk on the model's log-density, with its parameters as
-traced values: fixed ones as given, tuned ones from a warmup that runs one
-iteration at a time inside the chunks (so it has progress, checkpoints and
-exact resume like sluice's own kernels):
-
-* ``"window"``: Stan's window adaptation of ``step_size`` and
-  ``inverse_mass_matrix`` (:func:`sluice.mcmc.kernels.window_warmup`), the
-  default for the HMC family. BlackJAX's own ``window_adaptation`` runs a
-  whole warmup as one ``scan``, which cannot be cut into chunks; its per-step
-  form is deprecated in BlackJAX 1.7. The schedule is Stan's, so the tuned
-  values follow the same rule.
-* ``"step_size"``: dual averaging of ``step_size`` alone towards
-  ``target_accept`` (MALA's default, 0.574: Roberts & Rosenthal 1998).
-* ``"mclmc"``: MCLMC's tuner (Robnik et al. 2023; BlackJAX's
-  ``mclmc_find_L_and_step_size``, its three stages) one iteration at a time:
-  the step size from the energy error's variance per dimension, a diagonal
-  preconditioner from the draws' variances, then ``L`` from their
-  autocorrelation (:mod:`sluice.interop.mclmc_tuning`).
-
-Per-draw sample statistics come from BlackJAX's ``info`` under ArviZ's
-names: ``acceptance_rate``, ``diverging`` (``is_divergent``; MCLMC's
-``nonans``), ``energy``, ``tree_depth`` (``num_trajectory_expansions``),
-``energy_error`` (MCLMC's ``energy_change``), ``step_size``, ``lp``, and
-``n_steps``, the gradient evaluations of the step: integration steps times
-the integrator's gradients per step (read from BlackJAX's integrator
-coefficients: velocity Verlet 1, McLachlan 2, Yoshida 3, Omelyan 5).
+A BlackJAX ``SamplingAlgorithm`` factory (``blackjax.nuts``, ``blackjax.mala``,
+``blackjax.mclmc``, ...) is built inside the chunk on the model's log-density,
+with its parameters as traced values: fixed ones as given, tuned ones from a
+warmup that runs one iteration at a time inside the chunks (so it has progress,
+checkpoints and exact resume like sluice's own kernels). BlackJAX's own
+``window_adaptation`` runs a whole warmup as one ``scan``, which cannot be cut
+into chunks; hence sluice's ``"window"`` (Stan's schedule,
+:func:`sluice.mcmc.kernels.window_warmup`), ``"step_size"``, ``"mclmc"``
+(:mod:`sluice.interop.mclmc_tuning`) and ``"chees"`` (:mod:`sluice.interop.chees`).
+docs/kernels.md gives the warmups' defaults and the sample statistics' names.
 """
 
 from __future__ import annotations
@@ -42,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sluice.interop import chees, mclmc_tuning
-from sluice.interop.kernel_settings import describe, digest, setting_key
+from sluice.interop.kernel_settings import describe, digest, setting_key, stats_shapes
 from sluice.mcmc.kernels import window_warmup
 from sluice.mcmc.protocol import Warmup, constant_warmup
 
@@ -116,7 +98,10 @@ def from_blackjax(
     ('blackjax.hmc', 'window')
     """
     name = _algorithm_name(algorithm)
-    signature = _signature(algorithm, name)
+    try:
+        signature = inspect.signature(algorithm.differentiable)
+    except (TypeError, ValueError) as error:  # pragma: no cover - a C-level callable
+        raise TypeError(f"cannot read the parameters of blackjax.{name}") from error
     accepted = list(signature.parameters)[1:]  # after logdensity_fn
     unknown = sorted(set(params) - set(accepted))
     if unknown:
@@ -293,21 +278,9 @@ class BlackJAXKernel:
         return new, stats
 
     def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
-        """Shapes of :meth:`step`'s statistics, from a traced step on a stand-in
-        Gaussian (the statistics are scalars whatever the dimension)."""
+        """Shapes of :meth:`step`'s statistics, from a traced step on a stand-in Gaussian."""
         dims = [a.shape[0] for _, a in self.arrays]
-        dim = dims[0] if dims else 2  # MCLMC refuses one dimension
-        x = jax.ShapeDtypeStruct((dim,), dtype)
-        logdensity = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
-
-        def one(z):
-            key = jnp.zeros((2,), jnp.uint32)
-            warmup = self.warmup()
-            state = self.init(z, logdensity, key)
-            astate, _ = warmup.init(key, state, logdensity)
-            return self.step(key, state, logdensity, warmup.params(astate))[1]
-
-        return jax.eval_shape(one, x)
+        return stats_shapes(self, dtype, dims[0] if dims else 2)  # MCLMC refuses one dimension
 
     # -- warmup ----------------------------------------------------------------------
     def warmup(self) -> Warmup:
@@ -348,13 +321,6 @@ def _algorithm_name(algorithm: Any) -> str:
     module = (getattr(differentiable, "__module__", "") or "").rsplit(".", 1)[-1]
     names = [name for name, value in vars(blackjax).items() if value is algorithm]
     return module if module in names or not names else names[0]
-
-
-def _signature(algorithm: Any, name: str) -> inspect.Signature:
-    try:
-        return inspect.signature(algorithm.differentiable)
-    except (TypeError, ValueError) as error:  # pragma: no cover - a C-level callable
-        raise TypeError(f"cannot read the parameters of blackjax.{name}") from error
 
 
 def _gradients_per_step(integrator: Callable) -> int:

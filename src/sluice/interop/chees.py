@@ -1,35 +1,24 @@
 """ChEES: a warmup across chains for jittered HMC (Hoffman, Radul & Sountsov 2021).
 
 Every chain runs HMC with the same step size ``eps`` and trajectory length
-``L``; each transition takes ``ceil(u L / eps)`` leapfrog steps with ``u``
-uniform on (0, 1) per chain and transition (BlackJAX's ``dynamic_hmc``). At
-every warmup iteration, over all chains of the run (the engine's ``mean``
-reduces across the chains of a device, across devices and across
-processes, so every chain holds the same state):
+``L``, each transition ``ceil(u L / eps)`` leapfrog steps with ``u ~ U(0, 1)``
+(BlackJAX's ``dynamic_hmc``). At every warmup iteration, over all chains of the
+run (the engine's ``mean`` reduces across chains, devices and processes, so
+every chain holds the same state; docs/kernels.md):
 
-* ``eps`` by dual averaging (Hoffman & Gelman 2014) towards a harmonic-mean
-  acceptance of 0.651 over the chains without divergence;
-* ``log L`` by Adam ascent (learning rate 0.025, steps clipped to 0.35) on
-  the ChEES criterion ``E[(|x' - E x'|^2 - |x - E x|^2)^2] / 4`` (changes in
-  squared distance from the ensemble mean over a transition), whose gradient
-  in ``log L`` per chain is ``t (|x' - m'|^2 - |x - m|^2) (x' - m') . v'``
-  (``t`` the trajectory's duration, ``v'`` the proposal's velocity),
-  weighted by the acceptance probability, all in the metric's whitened
-  coordinates;
-* both through moving averages ``w_t = t^(-1/2)``, whose values every draw
-  uses;
-* a diagonal inverse mass matrix from the ensemble, ``sqrt(var x / var g)``
-  across chains (the Fisher-divergence diagonal, exact for Gaussians), set
-  at 1/4 and 1/2 of the warmup (then the step size search restarts from the
-  current value).
+* ``eps`` by dual averaging towards a harmonic-mean acceptance of 0.651 over
+  the chains without divergence;
+* ``log L`` by Adam ascent on the ChEES criterion
+  ``E[(|x' - E x'|^2 - |x - E x|^2)^2] / 4``, whose gradient in ``log L`` per
+  chain is ``t (|x' - m'|^2 - |x - m|^2) (x' - m') . v'`` (``t`` the
+  trajectory's duration, ``v'`` the proposal's velocity), weighted by the
+  acceptance probability, in the metric's whitened coordinates;
+* both through moving averages ``w_t = t^(-1/2)``, whose values draws use;
+* a diagonal inverse mass matrix ``sqrt(var x / var g)`` across chains (the
+  Fisher-divergence diagonal, exact for Gaussians), set at 1/4 and 1/2 of the
+  warmup, after which the step-size search restarts from the current value.
 
-The update is a pure function of one chain's state and statistics and the
-cross-chain ``mean``; a warmup of any length compiles once.
-
-References
-----------
-Hoffman, Radul & Sountsov (2021), "An adaptive MCMC scheme for setting
-trajectory lengths in Hamiltonian Monte Carlo", AISTATS.
+A warmup of any length compiles once.
 """
 
 from __future__ import annotations
@@ -126,7 +115,7 @@ def warmup(initial_step_size: float) -> Warmup:
         h_bar = (1 - 1 / (t + T0)) * state.h_bar + (TARGET_ACCEPT - harmonic) / (t + T0)
         log_eps = state.mu - jnp.sqrt(t) / GAMMA * h_bar
         weight = t**-KAPPA
-        log_eps_avg_da = weight * log_eps + (1 - weight) * state.log_step_size_avg
+        log_eps_avg = weight * log_eps + (1 - weight) * state.log_step_size_avg
         # trajectory length: Adam ascent on ChEES, whitened by the metric
         imm = state.inverse_mass_matrix
         scale = jnp.sqrt(imm)
@@ -149,7 +138,6 @@ def warmup(initial_step_size: float) -> Warmup:
         log_length = state.log_length + jnp.clip(step, -CLIP, CLIP)
         avg = n**-0.5
         log_length_avg = (1 - avg) * state.log_length_avg + avg * log_length
-        log_eps_avg = log_eps_avg_da
         # L between one step and MAX_STEPS steps of the current step size
         log_length = jnp.clip(log_length, log_eps, log_eps + np.log(MAX_STEPS))
         log_length_avg = jnp.clip(log_length_avg, log_eps_avg, log_eps_avg + np.log(MAX_STEPS))

@@ -1,10 +1,6 @@
-"""How a kernel from another library keeps its settings: hashable, and JSON for a store.
-
-A setting may be code (an integrator, a function), an array or a plain value.
-:func:`setting_key` makes it hashable (code by identity, arrays by their
-bytes) for the compile cache; :func:`describe` makes it JSON for a store's
-record (code by qualified name, arrays as lists); :func:`digest` names an
-array by its SHA-256.
+"""What the kernels from other libraries share: their settings (code, arrays or plain
+values) kept hashable for the compile cache and as JSON for a store's record, and the
+shapes of their sample statistics.
 """
 
 from __future__ import annotations
@@ -13,9 +9,10 @@ import hashlib
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["describe", "digest", "setting_key"]
+__all__ = ["describe", "digest", "setting_key", "stats_shapes"]
 
 
 def digest(a: Any) -> str:
@@ -48,3 +45,19 @@ def setting_key(value: Any) -> Any:
     except TypeError:
         return ("repr", repr(value))
     return value
+
+
+def stats_shapes(kernel: Any, dtype: Any, dim: int = 2) -> dict[str, jax.ShapeDtypeStruct]:
+    """Shapes of ``kernel.step``'s statistics, from a traced step, with its warmup's first
+    parameters, on a stand-in ``(dim,)`` Gaussian (the statistics are scalars whatever
+    the dimension)."""
+    logdensity = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
+
+    def one(z: jax.Array) -> dict[str, jax.Array]:
+        key = jnp.zeros((2,), jnp.uint32)
+        warmup = kernel.warmup()
+        state = kernel.init(z, logdensity, key)
+        warmup_state, _ = warmup.init(key, state, logdensity)
+        return kernel.step(key, state, logdensity, warmup.params(warmup_state))[1]
+
+    return jax.eval_shape(one, jax.ShapeDtypeStruct((dim,), dtype))

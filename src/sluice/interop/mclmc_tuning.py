@@ -1,34 +1,18 @@
 """MCLMC's tuner one iteration at a time, as a :class:`~sluice.mcmc.protocol.Warmup`.
 
-The rule is the three stages of Robnik, De Luca, Silverstein & Seljak (2023)
-as BlackJAX's ``mclmc_find_L_and_step_size`` runs them, rewritten to advance
-with the chunk engine's warmup iterations rather than as three scans:
-
-* stage 1 (the first 3/10 of the warmup): the step size ``eps`` from the
-  energy error ``dE`` of each step. MCLMC's energy error per dimension has
-  variance ``Var[dE] / d ~ eps^6``; each step gives the estimate
-  ``xi = dE^2 / (d * v)`` of the ratio to the target ``v`` (``desired_energy_var``,
-  5e-4), weighted by ``w = exp(-(log xi / 9)^2 / 2)`` (estimates far from the
-  target count less), and ``eps = (sum w xi / eps^6 / sum w)^(-1/6)`` over an
-  exponentially decaying window of ~150 steps;
-* stage 2 (the next 3/10): the same, and the draws' variances, weighted by the
-  step size; at its end the inverse mass matrix becomes the variances and
-  ``L = sqrt(d)`` (or, with a given mass matrix, ``L = sqrt(sum var)``);
-* the next 1/10 re-tunes the step size for the new metric, as BlackJAX does
-  after its diagonal preconditioning;
-* stage 3 (the last 3/10), with the parameters held: ``L = 0.4 eps mean_i
-  tau_i``, ``tau_i = n / ESS_i`` the integrated autocorrelation time of
-  coordinate ``i`` over the stage's ``n`` draws (BlackJAX's ``l_factor`` and
-  rule). BlackJAX stores the stage's draws and computes each ESS by FFT;
-  here the stage streams the autocovariances of lags ``1..LAGS`` (sums of
-  products with the last ``LAGS`` draws, and the sums of the first and last
-  ``LAGS`` draws that centre them exactly), and ``tau`` is Geyer's initial
-  monotone sequence over them: the same estimate while the sequence ends
-  within ``LAGS`` lags, a smaller ``tau`` where it would run longer. The
-  stage keeps ``3 LAGS + 4`` numbers per dimension and chain.
-
-A step with a non-finite energy error is refused by the kernel and caps the
-step size at 0.8 times the current one.
+The three stages of Robnik, De Luca, Silverstein & Seljak (2023) as BlackJAX's
+``mclmc_find_L_and_step_size`` runs them (docs/kernels.md gives the schedule),
+advanced by the chunk engine's warmup iterations rather than as three scans.
+The step size comes from the energy error per dimension, whose variance is
+``~ eps^6``: each step's ``xi = dE^2 / (d * DESIRED_ENERGY_VAR)`` is weighted by
+``exp(-(log xi / 9)^2 / 2)`` over an exponentially decaying window of
+``NUM_EFFECTIVE_SAMPLES`` steps. Where BlackJAX stores stage 3's draws and
+computes each ESS by FFT, stage 3 here streams the autocovariances of lags
+``1..LAGS`` (:class:`Autocovariances`, ``3 LAGS + 4`` numbers per dimension
+and chain), and ``tau`` is Geyer's initial monotone sequence over them: the
+same estimate while the sequence ends within ``LAGS`` lags, a smaller ``tau``
+where it would run longer. A step with a non-finite energy error is refused by
+the kernel and caps the step size at 0.8 times the current one.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Sample a NumPyro model with sluice: :func:`from_numpyro`.
 
-The adapter asks NumPyro for everything model-specific and gives sluice pure
-functions of ONE unconstrained point, which sluice batches over chains:
-
-* the log density is minus NumPyro's potential energy, with NumPyro's own
-  bijections to unconstrained space and their log-Jacobians
-  (``numpyro.infer.util.initialize_model``);
-* the recorded draws are NumPyro's post-processing of a point: every latent
-  site in constrained space, then the ``numpyro.deterministic`` sites — the
-  same names and shapes as ``MCMC.get_samples()``;
-* the pointwise log-likelihood of each observed site is
-  ``numpyro.infer.log_likelihood`` at one point, the values ``az.from_numpyro``
-  records;
-* chains start where NumPyro's init strategy puts them (``init_to_uniform`` by
-  default: uniform in ``(-2, 2)`` in unconstrained space, redrawn until the
-  potential and its gradient are finite), one independent draw per chain;
-* ArviZ dims are the model's plate names (outermost first), then any
-  ``infer={"event_dims": [...]}`` of a site, as ``az.from_numpyro`` infers
-  them; plates get integer coordinates.
+The adapter asks NumPyro for everything model-specific (its bijections to
+unconstrained space and their log-Jacobians, its post-processing into latent and
+deterministic sites, its init strategy, ``numpyro.infer.log_likelihood``'s values
+and ``az.from_numpyro``'s dims) and gives sluice pure functions of ONE
+unconstrained point, which sluice batches over chains; docs/adapters.md tables
+how each piece maps onto NumPyro's.
 
 This module imports NumPyro only when :func:`from_numpyro` is called, so that
 ``import sluice`` works without it.
@@ -36,18 +24,15 @@ from sluice.model import Model
 
 __all__ = ["convert", "from_numpyro"]
 
-_EXTRA_HINT = "install it with: pip install 'sluice[numpyro]'"
 
-
-def _require_numpyro() -> Any:
+def _require_numpyro() -> None:
     try:
-        import numpyro
-        import numpyro.infer.util
+        import numpyro.infer.util  # noqa: F401
     except ImportError as err:  # pragma: no cover - exercised in an environment without numpyro
         raise ImportError(
-            f"sluice.from_numpyro needs NumPyro, which is not installed; {_EXTRA_HINT}"
+            "sluice.from_numpyro needs NumPyro, which is not installed; "
+            "install it with: pip install 'sluice[numpyro]'"
         ) from err
-    return numpyro
 
 
 def from_numpyro(model: Callable[..., Any], *args: Any, **kwargs: Any) -> Model:
@@ -178,10 +163,8 @@ def convert(
     # model's hoisted constants, which sluice hashes as plain arrays.
     fixed_key = jax.random.PRNGKey(0)
 
-    # The model's structure, from one trace at a point of the init strategy.
-    # The trace runs compiled (one small program) rather than op by op; its
-    # site metadata is read from the Python side of the trace, and the values
-    # sluice keeps (observed data, numpyro.param values) come out as outputs.
+    # The model's structure, from one trace at a point of the init strategy, compiled
+    # (one small program) rather than op by op; the values sluice keeps come out as outputs.
     captured: dict[str, Any] = {}
 
     def _structure() -> dict[str, jax.Array]:
@@ -220,8 +203,7 @@ def convert(
         def log_likelihood_fn(theta: dict[str, jax.Array]) -> dict[str, jax.Array]:
             # numpyro.infer.log_likelihood at one point: log_prob of each
             # observed site given the constrained latent values.
-            constrained = transform(theta)
-            trace = handlers.trace(handlers.substitute(prepared, data=constrained)).get_trace(
+            trace = handlers.trace(handlers.substitute(prepared, data=transform(theta))).get_trace(
                 *model_args, **model_kwargs
             )
             return {

@@ -1,18 +1,13 @@
 """NumPyro's MCMC kernels as chunk-engine kernels: :func:`from_numpyro`.
 
 A NumPyro kernel class (``numpyro.infer.NUTS``, ``HMC``, ``SA``, ``BarkerMH``)
-is built on the model's potential (minus the flat log-density) inside the
-chunk, and advanced by its own ``sample``, one iteration at a time: its
-warmup (NumPyro's window adaptation, SA's and Barker's adaptation) runs in
-its state as it does under ``numpyro.infer.MCMC``, so sluice's warmup phase
-only counts iterations. Each iteration's key is sluice's (it replaces the
-state's ``rng_key``), so draws depend neither on the chunk size nor on a
-stop and resume.
-
-NumPyro fixes its warmup schedule when a kernel is initialised, from the
-number of warmup iterations: the run specialises the kernel to its warmup
-length (:meth:`NumPyroKernel.for_warmup`), so a new warmup length compiles
-anew.
+is built on the model's potential inside the chunk and advanced by its own
+``sample``, one iteration at a time: its warmup runs in its state as under
+``numpyro.infer.MCMC``, so sluice's warmup phase only counts iterations. Each
+iteration's key is sluice's, so draws depend neither on the chunk size nor on a
+stop and resume. NumPyro fixes its warmup schedule when a kernel is
+initialised, so a run specialises the kernel to its warmup length
+(:meth:`NumPyroKernel.for_warmup`) and a new length compiles anew.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from sluice.interop.kernel_settings import describe, setting_key
+from sluice.interop.kernel_settings import describe, setting_key, stats_shapes
 from sluice.mcmc.protocol import Warmup, constant_warmup
 
 __all__ = ["NumPyroKernel", "NumPyroState", "from_numpyro"]
@@ -182,15 +177,7 @@ class NumPyroKernel:
 
     def stats_shapes(self, dtype: Any) -> dict[str, jax.ShapeDtypeStruct]:
         """Shapes of :meth:`step`'s statistics, from a traced step on a stand-in Gaussian."""
-        x = jax.ShapeDtypeStruct((2,), dtype)
-        logdensity = lambda z: -0.5 * jnp.sum(z * z)  # noqa: E731
-        kernel = self if self.num_warmup is not None else self.for_warmup(1)
-
-        def one(z):
-            key = jnp.zeros((2,), jnp.uint32)
-            return kernel.step(key, kernel.init(z, logdensity, key), logdensity, ())[1]
-
-        return jax.eval_shape(one, x)
+        return stats_shapes(self if self.num_warmup is not None else self.for_warmup(1), dtype)
 
     def warmup(self) -> Warmup:
         """NumPyro adapts inside its own state: sluice's warmup only counts iterations."""

@@ -1,36 +1,15 @@
-"""Sample a PyMC model with sluice: :func:`from_pymc`.
+"""Sample a PyMC model with sluice: :func:`from_pymc`, and :func:`sample`, a drop-in for
+``pm.sample`` inside ``with model:``.
 
-The adapter goes through PyMC's own JAX export (``pymc.sampling.jax``), the
-path ``pm.sample(nuts_sampler="numpyro" | "blackjax")`` takes, and hands sluice
-pure functions of ONE unconstrained point — a dict ``{value variable name:
-array}`` of PyMC's transformed value variables (``tau_log__``, ...):
+The adapter goes through PyMC's own JAX export (``pymc.sampling.jax``, the path
+``pm.sample(nuts_sampler="numpyro")`` takes) and hands sluice pure functions of ONE
+unconstrained point, ``{value variable name: array}`` (``tau_log__``, ...);
+docs/adapters.md tables how each piece maps onto PyMC's. An adapted model runs in
+the model's own precision: PyTensor's JAX backend turns ``jax_enable_x64`` on for
+a float64 model when imported, and sluice leaves that as PyMC sets it.
 
-* the log density is the model's joint log-probability of the value variables
-  (``model.logp()``: priors, likelihood, potentials and the transforms'
-  log-Jacobians);
-* the recorded draws are the model's free variables in their own (constrained)
-  space and its deterministics, named as in ``pm.sample``'s posterior;
-* the pointwise log-likelihood of each observed variable is
-  ``model.logp(model.observed_RVs, sum=False)``, the values
-  ``pm.compute_log_likelihood`` records;
-* chains start as ``pm.sample``'s default ``init="jitter+adapt_diag"`` starts
-  them: the model's initial point (its support points) with ``U(-1, 1)``
-  jitter in unconstrained space, redrawn (at most 10 times) until the log
-  density is finite — computed in JAX from each chain's key;
-* ArviZ dims and coords, and the observed data, are PyMC's own
-  (``pymc.backends.arviz``).
-
-PyTensor's JAX backend turns ``jax_enable_x64`` on when
-``pytensor.config.floatX`` is ``"float64"`` (PyMC's default) as soon as it is
-imported; sluice leaves that as PyMC sets it, so an adapted model runs in the
-model's own precision, as ``pm.sample(nuts_sampler="numpyro")`` does.
-Importing ``pymc.sampling.jax`` also rewrites ``XLA_FLAGS`` to ask for 100 CPU
-devices; sluice imports it with ``XLA_FLAGS`` kept as they were.
-
-:func:`sample` is a drop-in for ``pm.sample`` inside ``with model:``.
-
-This module imports PyMC only when :func:`from_pymc` or :func:`sample` is
-called, so that ``import sluice`` works without it.
+PyMC is imported only when :func:`from_pymc` or :func:`sample` is called, so that
+``import sluice`` works without it.
 """
 
 from __future__ import annotations
@@ -50,12 +29,12 @@ from sluice.runtime import sampling
 
 __all__ = ["from_pymc", "sample"]
 
-_EXTRA_HINT = "install it with: pip install 'sluice[pymc]'"
 JITTER_MAX_RETRIES = 10  # as pm.sample's default
 
 
 def _require_pymc() -> tuple[Any, Any]:
-    """Import ``pymc`` and ``pymc.sampling.jax``, keeping ``XLA_FLAGS`` unchanged."""
+    """Import ``pymc`` and ``pymc.sampling.jax``, keeping ``XLA_FLAGS`` unchanged (the
+    latter rewrites them to ask for 100 CPU devices)."""
     flags = os.environ.get("XLA_FLAGS")
     try:
         import pymc
@@ -63,7 +42,7 @@ def _require_pymc() -> tuple[Any, Any]:
     except ImportError as err:
         raise ImportError(
             f"sluice.from_pymc needs PyMC, which is not installed (or failed to import: "
-            f"{err}); {_EXTRA_HINT}"
+            f"{err}); install it with: pip install 'sluice[pymc]'"
         ) from err
     finally:
         if flags is None:
@@ -176,7 +155,7 @@ def from_pymc(
 
     start = model.initial_point()
     base = {n: jnp.asarray(start[n]) for n in names}
-    init = _jittered_init(base, log_density, JITTER_MAX_RETRIES) if jitter else base
+    init = _jittered_init(base, log_density) if jitter else base
 
     coords, dims = coords_and_dims_for_inferencedata(model)
     observed = {k: np.asarray(v) for k, v in find_observations(model).items()}
@@ -196,7 +175,6 @@ def from_pymc(
 def _jittered_init(
     base: dict[str, jax.Array],
     log_density: Callable[[dict[str, jax.Array]], jax.Array],
-    max_retries: int,
 ) -> Callable[[jax.Array], dict[str, jax.Array]]:
     """``init(rng_key)``: ``base`` + U(-1, 1), redrawn until the log density is finite."""
 
@@ -215,7 +193,7 @@ def _jittered_init(
 
     def retry(carry: tuple) -> jax.Array:
         i, _, _, finite = carry
-        return (i <= max_retries) & ~finite
+        return (i <= JITTER_MAX_RETRIES) & ~finite
 
     def init(rng_key: jax.Array) -> dict[str, jax.Array]:
         first = attempt((0, rng_key, base, jnp.bool_(False)))
@@ -249,10 +227,6 @@ def _check_precision(value_vars: Sequence[Any], label: str) -> None:
             "silently round it: call jax.config.update('jax_enable_x64', True) first, or "
             "build the model with pytensor.config.floatX = 'float32'"
         )
-
-
-# pm.sample arguments sluice accepts and what it does with them; any other is an error
-_PM_ACCEPTED_AND_IGNORED = ("cores", "compute_convergence_checks", "keep_warning_stat")
 
 
 def sample(
@@ -332,7 +306,7 @@ def sample(
             f"init must be 'jitter+adapt_diag' or 'adapt_diag', got {init!r} (sluice adapts its "
             "own metric: mass_matrix='auto', 'diag', 'dense' or 'low_rank')"
         )
-    for name in _PM_ACCEPTED_AND_IGNORED:
+    for name in ("cores", "compute_convergence_checks", "keep_warning_stat"):  # ignored
         options.pop(name, None)
     for name in ("nuts_sampler", "step", "nuts", "callback", "trace", "blas_cores"):
         if name in options:
@@ -350,8 +324,6 @@ def sample(
     log_likelihood = bool(idata_kwargs.pop("log_likelihood", False))
     if idata_kwargs:
         raise TypeError(f"idata_kwargs {sorted(idata_kwargs)} are not supported by sluice")
-    pm, _ = _require_pymc()
-    model = pm.modelcontext(model)
     adapted = from_pymc(model, log_likelihood=log_likelihood, jitter=init == "jitter+adapt_diag")
     run = sampling.sample(
         adapted,

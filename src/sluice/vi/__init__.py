@@ -1,22 +1,11 @@
-"""Variational inference with particles evaluated in parallel.
+"""Variational inference with particles evaluated in parallel (docs/vi.md).
 
-The log-density is written for ONE point; the particles of the Monte Carlo
-ELBO are drawn with ``fold_in(rng_key, i)`` and evaluated with ``vmap`` (or in
-chunks, or one by one, with the same result), so many particles cost little
-more than one on vector hardware.
-
-* :func:`elbo`, :func:`log_weights`, :func:`sample`: pure functions of a
-  model, a family, its parameters and a key.
-* :func:`meanfield`, :func:`fullrank`: Gaussian families (bundles of pure
-  functions, like optax's transformations).
-* :func:`fit`: the optimisation loop in compiled chunks, returning a
-  :class:`Fit` with ``.sample()``, ``.summary()``, ``.to_arviz()``.
-
-This package is the public face. Its modules are the traced side (families,
-particles, the compiled chunk of steps: :mod:`sluice.vi.chunk`); the host
-loop, :func:`fit`, and its results are :mod:`sluice.runtime.fitting`'s,
-imported on first use: that module imports this package's traced modules, so
-an import here at load time would be a cycle.
+:func:`elbo`, :func:`log_weights` and :func:`sample` are pure functions of a
+model, a family (:func:`meanfield`, :func:`fullrank`), its parameters and a
+key; :func:`fit` runs the optimisation in compiled chunks. This package's
+modules are the traced side; the host loop, :func:`fit`, and its results are
+:mod:`sluice.runtime.fitting`'s, imported on first use: that module imports
+this package's traced modules, so an import here at load time would be a cycle.
 """
 
 from __future__ import annotations

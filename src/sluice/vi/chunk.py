@@ -1,17 +1,12 @@
 """The compiled chunk of a variational fit: ``chunk_size`` optimisation steps in one program.
 
-One jitted function advances the optimisation by ``chunk_size`` steps with
-``lax.scan``. Step ``t`` (absolute, from 0) draws its particles from
-``fold_in(root_key, t)`` (then particle ``i`` from ``fold_in(that, i)``, see
-:mod:`sluice.vi.particles`), so the fit does not depend on the chunk size.
-``start`` and ``stop`` are traced arguments: steps at or past ``stop`` leave the
-state untouched, so a short last chunk is masked, not recompiled, and a second
-fit of a model with the same structure reuses the compiled program.
-
-A step whose ELBO, gradient or updated parameters are not finite is not
-applied: the state is frozen from there on and the step is recorded in
-:class:`FitFailure`, for the host loop (:mod:`sluice.runtime.fitting`) to
-report. Nothing here prints, writes or reads the clock.
+Step ``t`` (absolute, from 0) draws its particles from ``fold_in(root_key, t)``,
+so the fit does not depend on the chunk size. ``start`` and ``stop`` are traced:
+steps at or past ``stop`` leave the state untouched, so a short last chunk is
+masked, not recompiled. A step whose ELBO, gradient or updated parameters are
+not finite is not applied: the state freezes and :class:`FitFailure` records the
+step for the host loop (:mod:`sluice.runtime.fitting`) to report (docs/vi.md,
+"Chunking" and "Failures"). Nothing here prints, writes or reads the clock.
 """
 
 from __future__ import annotations
@@ -86,10 +81,9 @@ def _make_advance(
     """
 
     def loss(params: Any, consts: Any, rng_key: jax.Array) -> jax.Array:
-        value = _bound(
+        return -_bound(
             logdensity_fn, consts, family, params, rng_key, particles, particle_chunk_size, bound
         )
-        return -value
 
     def step(
         consts: Any, root_key: jax.Array, stop: jax.Array, state: FitState, t: jax.Array

@@ -4,23 +4,10 @@ A :class:`Family` is to variational inference what an optax
 ``GradientTransformation`` is to optimisation: a NamedTuple of pure functions
 over a small parameter NamedTuple. Every function handles one point ``x`` of
 shape ``(dim,)`` in the model's unconstrained space (the flat vector of
-:meth:`sluice.Model.flatten`); particles are added with ``jax.vmap``.
-
-Two Gaussian families are provided:
-
-* :func:`meanfield`: :math:`q(x) = \\prod_j N(x_j \\mid \\mu_j, \\sigma_j^2)`,
-  parameterised by ``loc`` :math:`= \\mu` and ``log_scale``
-  :math:`= \\log \\sigma` (so every real value is a valid parameter).
-* :func:`fullrank`: :math:`q(x) = N(x \\mid \\mu, L L^\\top)` with
-  :math:`L` lower triangular, parameterised by ``loc`` :math:`= \\mu`,
-  ``log_diag`` :math:`= \\log \\operatorname{diag} L` and ``off_diag``, whose
-  strictly lower triangle is the rest of :math:`L` (its diagonal and upper
-  triangle are ignored and get zero gradient).
-
-Draws are reparameterised: ``x = loc + L @ eps`` with ``eps ~ N(0, I)`` drawn
-from the key, so gradients flow from ``x`` to the parameters.
-
-Nothing in here prints, writes or reads the clock.
+:meth:`sluice.Model.flatten`); particles are added with ``jax.vmap``. Every
+real value of the parameters is valid, and draws are reparameterised,
+``x = loc + L @ eps`` with ``eps ~ N(0, I)`` from the key (docs/vi.md,
+"Families and their parameters"). Nothing in here prints, writes or reads the clock.
 """
 
 from __future__ import annotations
@@ -84,6 +71,16 @@ def _check_init_scale(init_scale: float) -> float:
     return float(init_scale)
 
 
+def _log_normal(z: jax.Array, log_diag: jax.Array) -> jax.Array:
+    """``log N(x | loc, L L^T)`` from ``z = L^-1 (x - loc)`` and ``log diag L``."""
+    return -0.5 * jnp.sum(z**2) - jnp.sum(log_diag) - 0.5 * z.shape[-1] * _LOG_2PI
+
+
+def _entropy(log_diag: jax.Array) -> jax.Array:
+    """The entropy of ``N(loc, L L^T)`` from ``log diag L``."""
+    return jnp.sum(log_diag) + 0.5 * log_diag.shape[-1] * (1.0 + _LOG_2PI)
+
+
 def meanfield(init_scale: float = 0.1) -> Family:
     """The mean-field (diagonal) Gaussian family.
 
@@ -128,19 +125,14 @@ def meanfield(init_scale: float = 0.1) -> Family:
         return params.loc + jnp.exp(params.log_scale) * eps
 
     def log_prob(params: MeanFieldParams, x: jax.Array) -> jax.Array:
-        z = (x - params.loc) * jnp.exp(-params.log_scale)
-        return -0.5 * jnp.sum(z**2) - jnp.sum(params.log_scale) - 0.5 * x.shape[-1] * _LOG_2PI
-
-    def entropy(params: MeanFieldParams) -> jax.Array:
-        d = params.loc.shape[-1]
-        return jnp.sum(params.log_scale) + 0.5 * d * (1.0 + _LOG_2PI)
+        return _log_normal((x - params.loc) * jnp.exp(-params.log_scale), params.log_scale)
 
     return Family(
         name="meanfield",
         init=init,
         sample=sample,
         log_prob=log_prob,
-        entropy=entropy,
+        entropy=lambda params: _entropy(params.log_scale),
         mean=lambda params: params.loc,
         scale_tril=lambda params: jnp.diag(jnp.exp(params.log_scale)),
         key=("meanfield", float(init_scale)),
@@ -204,18 +196,14 @@ def fullrank(init_scale: float = 0.1) -> Family:
 
     def log_prob(params: FullRankParams, x: jax.Array) -> jax.Array:
         z = jax.scipy.linalg.solve_triangular(_tril(params), x - params.loc, lower=True)
-        return -0.5 * jnp.sum(z**2) - jnp.sum(params.log_diag) - 0.5 * x.shape[-1] * _LOG_2PI
-
-    def entropy(params: FullRankParams) -> jax.Array:
-        d = params.loc.shape[-1]
-        return jnp.sum(params.log_diag) + 0.5 * d * (1.0 + _LOG_2PI)
+        return _log_normal(z, params.log_diag)
 
     return Family(
         name="fullrank",
         init=init,
         sample=sample,
         log_prob=log_prob,
-        entropy=entropy,
+        entropy=lambda params: _entropy(params.log_diag),
         mean=lambda params: params.loc,
         scale_tril=_tril,
         key=("fullrank", float(init_scale)),

@@ -1,25 +1,18 @@
 r"""Monte Carlo bounds over particles: the ELBO and the importance-weighted bound.
 
-The particle-key contract
--------------------------
-Particle ``i`` (``0 <= i < num_particles``) is drawn with the key
-``jax.random.fold_in(rng_key, i)``. The value of a bound, and therefore its
-gradient, depends only on ``rng_key`` and ``num_particles``: evaluating the
-particles all at once (``vmap``), in chunks (``lax.map`` over vmapped chunks,
-for counts whose intermediates do not fit in memory), or one by one gives the
-same estimate up to floating-point summation order.
-
-Chunked evaluation is rematerialised (``jax.checkpoint``), so the memory of
-the gradient is that of one chunk, not of all particles.
-
-Nothing in here prints, writes or reads the clock.
+Particle ``i`` is drawn with ``jax.random.fold_in(rng_key, i)``, so a bound and its
+gradient depend only on ``rng_key`` and ``num_particles``, not on whether the particles
+are evaluated all at once, in rematerialised chunks (the memory of one chunk, gradient
+included) or one by one (docs/vi.md, "The particle-key contract"). Nothing in here
+prints, writes or reads the clock.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,20 +25,14 @@ __all__ = ["BOUNDS", "elbo", "log_weights", "sample"]
 BOUNDS = ("elbo", "iwae")
 
 
-class _Target(NamedTuple):
-    """A model seen as functions of ``(consts, x)`` with ``x`` one flat ``(dim,)`` point."""
-
-    logdensity_fn: Callable[[Any, jax.Array], jax.Array]
-    draws_fn: Callable[[Any, jax.Array], dict[str, jax.Array]]
-    consts: Any
-
-
-def _target(model: Model | Callable[[jax.Array], jax.Array]) -> _Target:
+def _target(model: Model | Callable[[jax.Array], jax.Array]) -> tuple[Callable, Callable, Any]:
+    """``(logdensity_fn, draws_fn, consts)``: the model as functions of ``(consts, x)``
+    with ``x`` one flat ``(dim,)`` point."""
     if isinstance(model, Model):
         flat = model.flatten()
-        return _Target(flat.logdensity_fn, flat.draws_fn, flat.consts)
+        return flat.logdensity_fn, flat.draws_fn, flat.consts
     if callable(model):
-        return _Target(lambda _, x: model(x), lambda _, x: {"x": x}, ())
+        return lambda _, x: model(x), lambda _, x: {"x": x}, ()
     raise TypeError(
         f"model must be a sluice.Model or a log-density of one flat point, got {model!r}"
     )
@@ -68,25 +55,23 @@ def _is_count(value: Any) -> bool:
 
 
 def _over_particles(
-    one_fn: Callable[[jax.Array], jax.Array],
-    reduce_fn: Callable[[jax.Array], jax.Array],
-    combine_fn: Callable[[jax.Array, jax.Array], jax.Array],
     rng_key: jax.Array,
     num_particles: int,
     particle_chunk_size: int | None,
+    one_fn: Callable[[jax.Array], jax.Array],
+    reduce_fn: Callable[[jax.Array], jax.Array],
+    combine_fn: Callable[[jax.Array, jax.Array], jax.Array],
 ) -> jax.Array:
     """``reduce_fn`` of ``one_fn(fold_in(rng_key, i))`` over all particles ``i``.
 
-    ``reduce_fn`` maps a vector of per-particle values to a partial result and
-    ``combine_fn`` merges two partial results (associative); together they
-    form the reduction done chunk by chunk. Full chunks run in a rematerialised
+    ``reduce_fn`` maps per-particle values to a partial result and the
+    associative ``combine_fn`` merges two. Full chunks run in a rematerialised
     ``lax.scan``; the remainder runs as one more, smaller, vmapped chunk, so no
     particle is padded or masked.
     """
 
     def chunk(indices: jax.Array) -> jax.Array:
-        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(rng_key, indices)
-        return reduce_fn(jax.vmap(one_fn)(keys))
+        return reduce_fn(_particles(one_fn, rng_key, indices))
 
     if particle_chunk_size is None or particle_chunk_size >= num_particles:
         return chunk(jnp.arange(num_particles))
@@ -105,23 +90,12 @@ def _over_particles(
     return partial
 
 
-def _per_particle(
-    one_fn: Callable[[jax.Array], jax.Array],
-    rng_key: jax.Array,
-    num_particles: int,
-    particle_chunk_size: int | None,
+def _particles(
+    one_fn: Callable[[jax.Array], jax.Array], rng_key: jax.Array, indices: jax.Array
 ) -> jax.Array:
-    """``one_fn(fold_in(rng_key, i))`` for every particle ``i``, as a ``(num_particles,)`` array."""
-
-    def chunk(indices: jax.Array) -> jax.Array:
-        keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(rng_key, indices)
-        return jax.vmap(one_fn)(keys)
-
-    if particle_chunk_size is None or particle_chunk_size >= num_particles:
-        return chunk(jnp.arange(num_particles))
-    num_full = num_particles // particle_chunk_size * particle_chunk_size
-    full = jax.lax.map(chunk, jnp.arange(num_full).reshape(-1, particle_chunk_size))
-    return jnp.concatenate([full.reshape(-1), chunk(jnp.arange(num_full, num_particles))])
+    """``one_fn(fold_in(rng_key, i))`` for every ``i`` in ``indices``, vmapped."""
+    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(rng_key, indices)
+    return jax.vmap(one_fn)(keys)
 
 
 def _log_weight_fn(
@@ -147,28 +121,17 @@ def _bound(
     bound: str,
 ) -> jax.Array:
     """The bound for a target given as ``logdensity_fn(consts, x)`` (the compiled fit calls this)."""
+    over = functools.partial(_over_particles, rng_key, num_particles, particle_chunk_size)
     if bound == "elbo" and family.entropy is not None:
 
-        def one(key: jax.Array) -> jax.Array:
+        def log_p(key: jax.Array) -> jax.Array:
             return logdensity_fn(consts, family.sample(key, params))
 
-        total = _over_particles(one, jnp.sum, jnp.add, rng_key, num_particles, particle_chunk_size)
-        return total / num_particles + family.entropy(params)
-
+        return over(log_p, jnp.sum, jnp.add) / num_particles + family.entropy(params)
     log_weight = _log_weight_fn(logdensity_fn, consts, family, params)
     if bound == "elbo":
-        total = _over_particles(
-            log_weight, jnp.sum, jnp.add, rng_key, num_particles, particle_chunk_size
-        )
-        return total / num_particles
-    lse = _over_particles(
-        log_weight,
-        jax.scipy.special.logsumexp,
-        jnp.logaddexp,
-        rng_key,
-        num_particles,
-        particle_chunk_size,
-    )
+        return over(log_weight, jnp.sum, jnp.add) / num_particles
+    lse = over(log_weight, jax.scipy.special.logsumexp, jnp.logaddexp)
     return lse - math.log(num_particles)
 
 
@@ -251,16 +214,9 @@ def elbo(
        weighted autoencoders. ICLR.
     """
     _check_particles(num_particles, particle_chunk_size, bound)
-    target = _target(model)
+    logdensity_fn, _, consts = _target(model)
     return _bound(
-        target.logdensity_fn,
-        target.consts,
-        family,
-        params,
-        rng_key,
-        num_particles,
-        particle_chunk_size,
-        bound,
+        logdensity_fn, consts, family, params, rng_key, num_particles, particle_chunk_size, bound
     )
 
 
@@ -299,10 +255,14 @@ def log_weights(
     True
     """
     _check_particles(num_particles, particle_chunk_size, "elbo")
-    target = _target(model)
-
-    log_weight = _log_weight_fn(target.logdensity_fn, target.consts, family, params)
-    return _per_particle(log_weight, rng_key, num_particles, particle_chunk_size)
+    logdensity_fn, _, consts = _target(model)
+    log_weight = _log_weight_fn(logdensity_fn, consts, family, params)
+    chunk = functools.partial(_particles, log_weight, rng_key)  # of a vector of indices
+    if particle_chunk_size is None or particle_chunk_size >= num_particles:
+        return chunk(jnp.arange(num_particles))
+    num_full = num_particles // particle_chunk_size * particle_chunk_size
+    full = jax.lax.map(chunk, jnp.arange(num_full).reshape(-1, particle_chunk_size))
+    return jnp.concatenate([full.reshape(-1), chunk(jnp.arange(num_full, num_particles))])
 
 
 def sample(
@@ -349,8 +309,8 @@ def sample(
     """
     if not _is_count(num_samples):
         raise ValueError(f"num_samples must be a positive integer, got {num_samples!r}")
-    target = _target(model)
-    return _draws(target.draws_fn, target.consts, family, params, rng_key, num_samples)
+    _, draws_fn, consts = _target(model)
+    return _draws(draws_fn, consts, family, params, rng_key, num_samples)
 
 
 def _draws(
