@@ -181,18 +181,16 @@ class ZarrSink:
         """
         first, last = layout.local_range
         arrays = [a for names in self._arrays.values() for a in names.values()]
-        if arrays:
-            c = arrays[0].chunks[0]
-            aligned = first % c == 0 and (last % c == 0 or last == layout.chains)
-            if not aligned:
-                raise StoreError(
-                    f"cannot write {self.path} from this process layout: the store was "
-                    f"created with Zarr chunks of {c} chains (the creating run's blocks), and "
-                    f"process {layout.process_index} of this run writes chains "
-                    f"[{first}, {last}), which would share a chunk with another process. "
-                    f"Resume it with the layout it was created with ({c} chain slots per "
-                    "process), or on one process"
-                )
+        c = arrays[0].chunks[0] if arrays else 1  # chains per Zarr chunk
+        if first % c or (last % c and last != layout.chains):
+            raise StoreError(
+                f"cannot write {self.path} from this process layout: the store was "
+                f"created with Zarr chunks of {c} chains (the creating run's blocks), and "
+                f"process {layout.process_index} of this run writes chains "
+                f"[{first}, {last}), which would share a chunk with another process. "
+                f"Resume it with the layout it was created with ({c} chain slots per "
+                "process), or on one process"
+            )
         if layout.process_index == 0:
             self._lock.acquire()
             prepare_for_writing(Path(os.path.realpath(self.path)))
