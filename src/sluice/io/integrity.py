@@ -7,10 +7,10 @@ holds a manifest: the CRC-32 of every ``zarr.json`` as the run created it.
 
 Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
 document and chunk as Zarr reads it and raises a :class:`StoreError` naming the file.
-Read-only, it hands Zarr each chunk without its checksum and the documents it checked
-on opening, so each is read and checked once; a chunk is read and checked in a worker
-thread (``crc32c`` releases the GIL). Resuming also reads every committed chunk once
-(:meth:`CheckedStore.check_committed`).
+Read-only, it hands Zarr each chunk without its checksum (and the arrays' metadata
+without that codec) and the documents it checked on opening, so each is read and
+checked once; a chunk is read and checked in a worker thread (``crc32c`` releases the
+GIL). Resuming also reads every committed chunk once (:meth:`CheckedStore.check_committed`).
 
 This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
 so that ``import sluice`` does not.
