@@ -10,7 +10,8 @@ from typing import Any
 __all__ = ["main"]
 
 
-def _print_table(table: Any) -> None:
+def print_table(table: Any) -> None:
+    """Print a pandas table whole (up to 200 rows and 20 columns)."""
     import pandas as pd
 
     with pd.option_context(
@@ -26,7 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
         kwargs = {} if args.seed is None else {"seed": args.seed}  # default: the notebook's key
         fit, png = vi_demo(args.out, progress=not args.quiet, **kwargs)
         print(fit)
-        _print_table(fit.summary())
+        print_table(fit.summary())
         print(f"figure: {png}")
         return 0
     from sluice.apps.demo import main as demo
@@ -94,7 +95,7 @@ def _report(run: Any, store: str) -> None:
     with warnings.catch_warnings():  # printed below, with the table
         warnings.simplefilter("ignore", DiagnosticWarning)
         table = run.summary()
-    _print_table(table)
+    print_table(table)
     info = run.info
     print(
         f"\n{info.chains} chains x {info.draws} draws in {store} ({info.num_chunks} chunks of "
@@ -112,7 +113,7 @@ def _summary(args: argparse.Namespace) -> int:
 
     if args.arviz:
         idata = sluice.open(args.store)
-        _print_table(import_arviz().summary(idata, var_names=args.var or None))
+        print_table(import_arviz().summary(idata, var_names=args.var or None))
         return 0
     stored = read_summary(args.store)
     if stored is None:
@@ -130,7 +131,7 @@ def _summary(args: argparse.Namespace) -> int:
                              f"{sorted(result['mean'])}")  # fmt: skip
         result = {k: {n: v[n] for n in args.var} if isinstance(v, dict) else v
                   for k, v in result.items()}  # fmt: skip
-    _print_table(summary_table(result))
+    print_table(summary_table(result))
     print(f"\nstreamed over {draws} draws per chain (no draws read; --arviz reads them)")
     _print_diagnosis(_stored_diagnosis(args.store, summary_table(result, round_to="none")))
     return 0
@@ -142,11 +143,7 @@ def _stored_diagnosis(store: str, table: Any) -> Any:
     import numpy as np
 
     from sluice.io.store import ZarrSink
-    from sluice.runtime.diagnostics import (
-        Diagnosis,
-        convergence_problems,
-        stored_sampler_problems,
-    )
+    from sluice.runtime.diagnostics import Diagnosis, convergence_problems, stored_sampler_problems
 
     sink = ZarrSink.open_existing(store, writable=False)
     config, done = sink.description()["config"], sink.draws_done()
@@ -330,10 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument("-n", "--num-processes", type=int, required=True)
     launch.add_argument(
-        "--devices-per-process",
-        type=int,
-        default=None,
-        help="CPU devices per process (default: JAX's)",
+        "--devices-per-process", type=int, help="CPU devices per process (default: JAX's)"
     )
     launch.add_argument(
         "--timeout", type=float, default=None, help="stop everything after this many seconds"

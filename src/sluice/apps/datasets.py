@@ -63,9 +63,8 @@ def logistic_regression_data(
     return LogisticData(x, y, true_beta)
 
 
-def notebook_log_joint(data: LogisticData | None = None):
+def notebook_log_joint(data: LogisticData):
     """The notebook's ``log_joint(beta)``, as the notebook writes it (for ONE ``beta``)."""
-    data = data if data is not None else logistic_regression_data()
     features, y = jnp.asarray(data.x), jnp.asarray(data.y)
 
     def log_joint(beta):
@@ -86,13 +85,12 @@ def logistic_regression_model(data: LogisticData | None = None, prior_scale: flo
     x, y = jnp.asarray(data.x), jnp.asarray(data.y)
     sign = 2.0 * y - 1.0
 
-    def log_density(params):
-        beta = params["beta"]
-        prior = jnp.sum(jsp.stats.norm.logpdf(beta, 0.0, prior_scale))
-        return prior + jnp.sum(-jnp.logaddexp(0.0, -sign * (x @ beta)))
-
     def log_likelihood(params):
         return {"y": -jnp.logaddexp(0.0, -sign * (x @ params["beta"]))}
+
+    def log_density(params):
+        prior = jnp.sum(jsp.stats.norm.logpdf(params["beta"], 0.0, prior_scale))
+        return prior + jnp.sum(log_likelihood(params)["y"])
 
     return Model(
         log_density=log_density,

@@ -32,6 +32,7 @@ def main(
     import matplotlib.pyplot as plt
 
     import sluice
+    from sluice.apps.cli import print_table
     from sluice.apps.datasets import logistic_regression_data, notebook_log_joint
 
     data = logistic_regression_data()
@@ -63,7 +64,7 @@ def main(
         progress=progress,
     )
     summary = run.summary()
-    with_pandas_width(lambda: print(summary))
+    print_table(summary)
     info = run.info
     print(
         f"\ncompile {info.compile_seconds:.1f}s, warmup {info.warmup_seconds:.2f}s, "
@@ -103,10 +104,3 @@ def main(
     plt.close(fig)
     print(f"figure: {path}")
     return {"run": run, "summary": summary, "figure": path}
-
-
-def with_pandas_width(fn: Any) -> None:
-    import pandas as pd
-
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        fn()

@@ -7,10 +7,8 @@ ascent (step 0.01) on a 128-particle ELBO for 1000 steps from
 ``loc = 0, log_scale = 0``: the notebook's settings. The figure plots the
 approximate posterior means with 2-sigma bars against the true coefficients.
 
-The notebook's printed "ELBO" adds ``-d/2 log(2 pi)`` where the Gaussian
-entropy has ``+d/2 log(2 pi e)``; sluice reports the ELBO itself, which is
-higher by ``d/2 (log(2 pi) + log(2 pi e)) = 23.38`` for ``d = 10`` (the
-notebook's final values near -97 correspond to about -73.7 here).
+sluice reports the ELBO itself, higher than the notebook's printed value by
+:data:`NOTEBOOK_ELBO_OFFSET` (``docs/vi.md`` says why).
 
 Run ``python -m sluice.apps.vi_demo OUT_DIR``.
 """
@@ -40,7 +38,8 @@ __all__ = [
     "plot",
 ]
 
-#: sluice's ELBO minus the notebook's printed value, for d = 10 features.
+#: sluice's ELBO minus the notebook's printed value, for d = 10 features: the notebook adds
+#: ``-d/2 log(2 pi)`` where the Gaussian entropy has ``+d/2 log(2 pi e)``.
 NOTEBOOK_ELBO_OFFSET = 5.0 * (np.log(2 * np.pi) + np.log(2 * np.pi * np.e))
 
 _OPTIMIZER = optax.sgd(0.01)  # one object, so repeated demos reuse the compiled program
@@ -131,14 +130,14 @@ def plot(result: Fit, true_beta: np.ndarray, path: str) -> str:
         capsize=3,
         label=r"approximate posterior mean $\pm 2\sigma$",
     )
-    ax.set_xlim(-lim, lim)
-    ax.set_ylim(-lim, lim)
-    ax.set_xlabel("true beta")
-    ax.set_ylabel("estimated beta")
-    ax.set_title(
-        f"Mean-field VI, logistic regression ({mean.size} features)\n"
+    ax.set(
+        xlim=(-lim, lim),
+        ylim=(-lim, lim),
+        xlabel="true beta",
+        ylabel="estimated beta",
+        title=f"Mean-field VI, logistic regression ({mean.size} features)\n"
         f"{result.info.particles} particles x {result.info.steps} steps, "
-        f"final ELBO {np.mean(result.elbo[-100:]):.2f}"
+        f"final ELBO {np.mean(result.elbo[-100:]):.2f}",
     )
     ax.legend(loc="upper left")
     figure.tight_layout()

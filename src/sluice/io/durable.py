@@ -16,11 +16,7 @@ from typing import Any
 
 def fsync_directory(path: Path) -> None:
     """Make the entries of directory ``path`` (creations, renames) durable."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(path, getattr(os, "O_DIRECTORY", 0))
 
 
 def atomic_write(target: Path, payload: bytes | Callable[[Any], None]) -> None:
@@ -48,8 +44,8 @@ def atomic_write(target: Path, payload: bytes | Callable[[Any], None]) -> None:
     fsync_directory(target.parent)
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def fsync_file(path: Path, flags: int = 0) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:

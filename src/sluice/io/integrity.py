@@ -1,26 +1,16 @@
 """Every byte a reader trusts is checked: chunk checksums and a manifest of the metadata.
 
-In a store of format 3 (:mod:`sluice.io.store`):
-
-- every chunk of every array ends with a CRC-32C of its bytes: Zarr v3's ``crc32c``
-  codec, last in each array's codec pipeline (so that any Zarr v3 reader checks it);
-- arrays write chunks of fill values too (Zarr's ``write_empty_chunks``), so every
-  chunk of the committed region has a file and a missing one is damage, never the
-  fill value;
-- the commit record, itself under a CRC-32, holds a manifest: the CRC-32 of every
-  ``zarr.json`` of the store, as the run created it.
+In a store of format 3 every chunk ends with a CRC-32C (Zarr v3's ``crc32c`` codec,
+last in its pipeline, which any Zarr v3 reader checks), chunks of fill values are
+written too (a missing one is damage, never the fill value), and the commit record
+holds a manifest: the CRC-32 of every ``zarr.json`` as the run created it.
 
 Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
-metadata document against the manifest, and each chunk against its checksum (and
-that one of the committed region exists) as Zarr reads it, and raises a
-:class:`StoreError` naming the file. Read-only, it hands Zarr each checked chunk
-without its checksum (and the arrays' metadata without the codec), so that a
-chunk's CRC-32C is computed once per read, not twice; it is computed in the worker
-thread that reads the chunk (the ``crc32c`` package releases the GIL), so a read's
-chunks are checked in parallel. Opening a store checks the manifest, and the
-documents it checked are those Zarr is handed (read once, and what was checked is
-what is used); resuming one also reads every committed chunk once
-(:func:`check_chunks`), so that a run never continues on damaged draws.
+document and chunk as Zarr reads it and raises a :class:`StoreError` naming the file.
+Read-only, it hands Zarr each chunk without its checksum (and the arrays' metadata
+without that codec) and the documents it checked on opening, so each is read and
+checked once; a chunk is read and checked in a worker thread (``crc32c`` releases the
+GIL). Resuming also reads every committed chunk once (:meth:`CheckedStore.check_committed`).
 
 This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
 so that ``import sluice`` does not.
@@ -29,6 +19,7 @@ so that ``import sluice`` does not.
 from __future__ import annotations
 
 import asyncio
+import copy
 import itertools
 import json
 import os
@@ -47,8 +38,6 @@ from sluice.io.checkpoint import StoreError
 __all__ = [
     "CheckedStore",
     "array_options",
-    "check_chunks",
-    "check_metadata",
     "checked_store",
     "committed_chunks",
     "metadata_digests",
@@ -73,10 +62,6 @@ def array_options(compressors: Any = "zstd") -> dict[str, Any]:
     return {"compressors": (*compressors, Crc32cCodec()), "config": {"write_empty_chunks": True}}
 
 
-def document_digest(data: bytes) -> int:
-    return zlib.crc32(data)
-
-
 def metadata_digests(root: Path) -> dict[str, list[int]]:
     """The manifest of the store at ``root``: ``{relative path of a zarr.json: [CRC-32]}``
     (a list: :meth:`ZarrSink.stop` accepts an array's document before and after it cuts
@@ -85,7 +70,7 @@ def metadata_digests(root: Path) -> dict[str, list[int]]:
     for directory, _, files in os.walk(root):
         if METADATA in files:
             file = Path(directory) / METADATA
-            manifest[file.relative_to(root).as_posix()] = [document_digest(file.read_bytes())]
+            manifest[file.relative_to(root).as_posix()] = [zlib.crc32(file.read_bytes())]
     return dict(sorted(manifest.items()))
 
 
@@ -95,24 +80,7 @@ def resized_digest(array: Any, shape: tuple[int, ...]) -> int:
     from zarr.core.buffer import default_buffer_prototype
 
     documents = array.metadata.update_shape(shape).to_buffer_dict(default_buffer_prototype())
-    return document_digest(documents[METADATA].to_bytes())
-
-
-def check_metadata(
-    root: Path, manifest: dict[str, list[int]], record: Path
-) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
-    """Every document of the manifest exists and has a recorded CRC-32; else a
-    :class:`StoreError` naming the first that does not. Returns the arrays' documents,
-    ``{array path: metadata}``, and the bytes checked, ``{key: document}``."""
-    arrays, checked = {}, {}
-    for name, accepted in manifest.items():
-        data = _read(root / name)
-        _check_document(root / name, data, accepted, record)
-        checked[name] = data
-        meta = json.loads(data)
-        if meta.get("node_type") == "array":
-            arrays[name[: -len(METADATA)].rstrip("/")] = meta
-    return arrays, checked
+    return zlib.crc32(documents[METADATA].to_bytes())
 
 
 def committed_chunks(
@@ -126,8 +94,7 @@ def committed_chunks(
         shape = meta["shape"]
         chunks = meta["chunk_grid"]["configuration"]["chunk_shape"]
         grid = [-(-size // max(chunk, 1)) for size, chunk in zip(shape, chunks, strict=True)]
-        names = tuple(meta.get("dimension_names") or ())
-        if path.split("/")[0] in draw_groups and names[:2] == ("chain", "draw"):
+        if _has_draws(path, meta, draw_groups):
             grid[1] = min(grid[1], -(-draws // chunks[1]))
         encoding = meta["chunk_key_encoding"]
         separator = encoding.get("configuration", {}).get("separator", "/")
@@ -140,28 +107,26 @@ def committed_chunks(
     return keys
 
 
-def check_chunks(root: Path, keys: set[str]) -> None:
-    """Read every committed chunk once and check its CRC-32C (before a resume writes
-    on top of them)."""
-    for key in sorted(keys):
-        file = root / key
-        _check_chunk(file, _read(file), committed=True)
-
-
 def checked_store(
     root: Path, record: dict[str, Any] | None, record_path: Path, writable: bool,
     draw_groups: Iterable[str],
 ) -> CheckedStore:  # fmt: skip
     """The store to open ``root`` through, its manifest (the commit ``record``'s, if it
-    has one) checked first. Its ``draws`` (committed, per chain) are the caller's to
-    set once the record is known to be sound."""
+    has one) checked first: every document of it exists and has a recorded CRC-32, else
+    a :class:`StoreError` names the first that does not. Its ``draws`` (committed, per
+    chain) are the caller's to set once the record is known to be sound."""
     from zarr.storage import LocalStore
 
     manifest = None if record is None else record.get("metadata")
-    store = CheckedStore(LocalStore(root, read_only=not writable), root, manifest,
-                         record_path, None, draw_groups)  # fmt: skip
-    if manifest is not None:
-        store.documents, store.verified = check_metadata(root, manifest, record_path)
+    store = CheckedStore(LocalStore(root, read_only=not writable), root, manifest, record_path,
+                         draw_groups)  # fmt: skip
+    for name, accepted in (manifest or {}).items():
+        data = _read(root / name)
+        _check_document(root / name, data, accepted, record_path)
+        store.verified[name] = data
+        meta = json.loads(data)
+        if meta.get("node_type") == "array":
+            store.documents[name[: -len(METADATA)].rstrip("/")] = meta
     return store
 
 
@@ -182,12 +147,12 @@ class CheckedStore(WrapperStore):
         root: Path,
         manifest: dict[str, list[int]] | None = None,
         record: Path | None = None,
-        draws: int | None = None,
         draw_groups: Iterable[str] = (),
     ) -> None:
         super().__init__(store)
         self.root, self.manifest, self.record = Path(root), manifest, record
-        self.draws, self.draw_groups = draws, tuple(draw_groups)
+        self.draws: int | None = None  # committed per chain (set by the opener)
+        self.draw_groups = tuple(draw_groups)
         # the arrays whose chunks carry a CRC-32C: {path: draws per chunk, 0 if no draws}
         self._checked: dict[str, int] = {}
         self.documents: dict[str, dict[str, Any]] = {}  # the manifest's arrays' metadata
@@ -197,14 +162,12 @@ class CheckedStore(WrapperStore):
         """Read every committed chunk once and check that it exists and matches its
         checksum (what a resume does before it writes)."""
         if self.manifest is not None and self.draws is not None:
-            check_chunks(self.root, committed_chunks(self.documents, self.draw_groups, self.draws))
+            for key in sorted(committed_chunks(self.documents, self.draw_groups, self.draws)):
+                _read_chunk(self.root, key, committed=True)
 
     def _with_store(self, store: Any) -> CheckedStore:
-        other = type(self)(
-            store, self.root, self.manifest, self.record, self.draws, self.draw_groups
-        )
-        other._checked, other.documents = self._checked, self.documents
-        other.verified = self.verified
+        other = copy.copy(self)  # sharing what it learnt and checked
+        other._store = store
         return other
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
@@ -253,10 +216,16 @@ class CheckedStore(WrapperStore):
         if not (isinstance(codecs, list) and codecs and codecs[-1] == {"name": "crc32c"}):
             return False
         path = key[: -len(METADATA)].rstrip("/")
-        names = tuple(meta.get("dimension_names") or ())
-        draws = path.split("/")[0] in self.draw_groups and names[:2] == ("chain", "draw")
+        draws = _has_draws(path, meta, self.draw_groups)
         self._checked[path] = meta["chunk_grid"]["configuration"]["chunk_shape"][1] if draws else 0
         return True
+
+
+def _has_draws(path: str, meta: dict[str, Any], draw_groups: Iterable[str]) -> bool:
+    """Whether the array at ``path`` holds draws: laid out ``(chain, draw, ...)`` in one of
+    ``draw_groups``."""
+    names = tuple(meta.get("dimension_names") or ())
+    return path.split("/")[0] in draw_groups and names[:2] == ("chain", "draw")
 
 
 def _without_checksum(document: bytes) -> bytes:
@@ -288,38 +257,16 @@ def _read(file: Path) -> bytes | None:
 
 
 def _read_chunk(root: Path, key: str, committed: bool) -> np.ndarray | None:
-    """The bytes of chunk ``key``, checked (``None``: no file, where that is allowed)."""
-    data = _read(root / key)
-    _check_chunk(root, data, committed=committed, key=key)
-    return None if data is None else np.frombuffer(data, np.uint8)
-
-
-def _check_document(file: Path, data: bytes | None, accepted: list[int], record: Any) -> None:
-    where = f"the commit record {record}" if record else "the store's commit record"
-    if data is None:
-        raise StoreError(
-            f"{file} is missing ({where} lists it): the store's structure is damaged and "
-            "cannot be read or resumed safely (sample the run again)"
-        )
-    if document_digest(data) not in accepted:
-        raise StoreError(
-            f"{file} is damaged: its checksum differs from the one in {where}; the store "
-            "cannot be read or resumed safely (sample the run again)"
-        )
-
-
-def _check_chunk(file: Path, data: Any, committed: bool, key: str | None = None) -> None:
-    """A chunk's bytes end with the CRC-32C of the rest; ``None``: no file. The file is
-    ``file``, or ``file / key`` (joined only to name it)."""
+    """The bytes of chunk ``key``, checked: they end with the CRC-32C of the rest
+    (``None``: no file, where that is allowed)."""
+    file = root / key
+    data = _read(file)
     if data is None and not committed:
-        return
+        return None
     if data is not None:
-        data = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
-        if len(data) >= 4:
-            stored = int.from_bytes(bytes(data[-4:]), "little")
-            if crc32c.crc32c(data[:-4]) == stored:
-                return
-    file = file if key is None else file / key
+        chunk = np.frombuffer(data, np.uint8)
+        if len(chunk) >= 4 and crc32c.crc32c(chunk[:-4]) == int.from_bytes(data[-4:], "little"):
+            return chunk
     problem = "is missing" if data is None else "is damaged (its checksum does not match)"
     if committed:
         raise StoreError(
@@ -329,3 +276,17 @@ def _check_chunk(file: Path, data: Any, committed: bool, key: str | None = None)
     raise StoreError(
         f"{file} {problem}, but it holds no committed draws: resuming the run writes it again"
     )
+
+
+def _check_document(file: Path, data: bytes | None, accepted: list[int], record: Any) -> None:
+    where = f"the commit record {record}" if record else "the store's commit record"
+    if data is None:
+        raise StoreError(
+            f"{file} is missing ({where} lists it): the store's structure is damaged and "
+            "cannot be read or resumed safely (sample the run again)"
+        )
+    if zlib.crc32(data) not in accepted:
+        raise StoreError(
+            f"{file} is damaged: its checksum differs from the one in {where}; the store "
+            "cannot be read or resumed safely (sample the run again)"
+        )

@@ -1,12 +1,8 @@
 """What a store's writer must not follow, and what dead writers leave behind.
 
-A writer (process 0, holding the store's lock: :mod:`sluice.io.lock`) calls
-:func:`prepare_for_writing` before it writes: a store that holds a symbolic
-link is refused (a write would follow it out of the store), and the
-temporary files of writers that died are removed, with the folders they left
-beside the store while creating (``.NAME.creating-<hex>``) or replacing
-(``.NAME.deleting-<hex>``) it. Only what is recognisably sluice's is removed:
-a folder of those names that holds anything else stays.
+A writer (process 0, holding the store's lock) calls :func:`prepare_for_writing`
+before it writes. Only what is recognisably sluice's is removed: a folder of the
+names it leaves that holds anything else stays.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """One writer per store: an exclusive ``flock`` that a crash releases.
 
-The lock file sits beside the store (``run.zarr.lock``), so that replacing
-a store (``overwrite=True``) cannot remove the lock another writer holds.
-It is keyed on the store's real path (``os.path.realpath``): a store reached
-through a symbolic link of another name, or through a linked parent folder,
-has the one lock of the store it leads to. The lock file is opened without
-following a symbolic link and must be a regular file with one name (no hard
-link): sluice truncates it, and never truncates a file it was pointed at.
-The holder writes who it is (host, process id, command, time) into the file
-after locking; a second writer is refused with that description. The kernel
-releases a ``flock`` when its holder dies, whatever the cause (SIGKILL
-included), so a crashed run never leaves a store locked. In a multi-process
-run, process 0 holds the lock for the whole run.
+The lock file sits beside the store's real path (``run.zarr.lock``), so that
+replacing a store cannot remove it and every name that reaches the store reaches
+one lock. It must be a regular file with one name, opened without following a
+link: sluice truncates it. The holder writes who it is into it; a second writer is
+refused naming the holder. ``docs/reliability.md`` lists these guarantees.
 """
 
 from __future__ import annotations
@@ -53,10 +46,6 @@ class StoreLock:
         """The lock file: beside the store's real path, named after it."""
         real = Path(os.path.realpath(self.store))
         return real.with_name(real.name + ".lock")
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
 
     def acquire(self) -> None:
         """Take the lock, or raise :class:`StoreLockedError` naming its holder."""

@@ -1,12 +1,10 @@
 """Where draws go between chunks: the sink protocols, host memory, or nowhere.
 
-A :class:`Sink` is opened once with the run's :class:`Layout` and a
-JSON-able description of its settings and model, then receives, after every
-chunk, ``{group: {name: ndarray (chains, n, ...)}}`` for the chunk's ``n``
-valid draws starting at draw ``start``. Groups are ``posterior``,
-``sample_stats`` and ``log_likelihood`` (ArviZ's names). A
-:class:`ResumableSink` also receives a checkpoint after every chunk and can
-hand the last committed one back (see :mod:`sluice.io.store`).
+A :class:`Sink` is opened once with the run's :class:`Layout` and a JSON-able
+description of its settings and model, then receives, after every chunk,
+``{group: {name: ndarray (chains, n, ...)}}`` for the chunk's ``n`` valid draws
+from draw ``start`` (groups: ArviZ's ``posterior``, ``sample_stats``,
+``log_likelihood``). A :class:`ResumableSink` also checkpoints after every chunk.
 """
 
 from __future__ import annotations

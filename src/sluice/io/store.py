@@ -14,45 +14,27 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
     run.zarr.lock                the writer's exclusive lock (sluice.io.lock), beside
                                  the store's real path
 
-Writes never share a Zarr chunk: along ``chain`` a Zarr chunk is one chain
-(runs of more than :data:`ONE_CHAIN_CHUNKS_UP_TO` chains: one process's
-block of the creating run, and a resume on a layout whose blocks do not
-align with it is refused, naming both). Along ``draw`` it is one sluice
-chunk.
+Along ``chain`` a Zarr chunk is one chain (one process's block beyond
+:data:`ONE_CHAIN_CHUNKS_UP_TO` chains), along ``draw`` one sluice chunk, so writes
+never share a Zarr chunk. After every chunk each process syncs its draws, then
+writes its checkpoint of the current parity atomically; after a barrier process 0
+replaces the commit record (under a CRC-32 of its fields). A crash at any moment
+leaves the committed parity's files and every draw they cover on disk.
 
-After every chunk each process writes its chains' draws and syncs those
-files (and their directories) to disk, then writes its state to the
-checkpoint file of the current parity (0, 1, 0, ...; temporary file, fsync,
-rename, fsync of the directory). After a barrier, process 0 replaces the
-commit record the same way; the record carries a CRC-32 of its fields. A
-crash or power cut at any moment leaves the committed parity's files and
-every draw they cover on disk; draws written past the committed iteration
-are written again on resume.
-
-Every byte a reader trusts is checked (:mod:`sluice.io.integrity`): each chunk
-ends with a CRC-32C, every chunk of the committed region has a file, and the
-commit record lists a CRC-32 of every ``zarr.json``. Damage is a
-:class:`StoreError` naming the file, never a wrong value, a missing variable or
-an empty store. Stores of formats 1 and 2 (older sluice) carry no checksums:
-they are read as they are, unchecked, and not resumed.
-
-A store records its model's program fingerprint and data hash, and sluice's
-and JAX's versions, but no code to run: ``sluice.resume(path, model)`` is
-given the model and refuses one whose program or data differs (unless told
-``allow_model_change=True``).
-
-A store is built beside its place (``.run.zarr.creating-<hex>``) and renamed
-into it, so a kill while creating it leaves no store; a store replaced is
-moved aside (``.run.zarr.deleting-<hex>``) before it is deleted. Before
-process 0 writes, holding the lock, it refuses a store that holds a symbolic
-link (a write would follow it out of the store) and removes what dead writers
-left: temporary files in the store, and those folders beside it
-(:mod:`sluice.io.leftovers`).
+Every byte a reader trusts is checked (:mod:`sluice.io.integrity`); damage is a
+:class:`StoreError` naming the file. Stores of formats 1 and 2 carry no checksums:
+they are read unchecked and not resumed. A store records its model's fingerprint
+and data hash but no code: ``sluice.resume(path, model)`` is given the model. A
+store is built beside its place and renamed into it; before process 0 writes,
+holding the lock, it refuses a store holding a symbolic link and removes what dead
+writers left (:mod:`sluice.io.leftovers`). ``docs/architecture.md`` ("Sinks, stores
+and checkpoints") describes the protocol in full.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import uuid
@@ -65,12 +47,7 @@ import numpy as np
 
 from sluice._version import __version__
 from sluice.io.arviz import dim_names
-from sluice.io.checkpoint import (
-    FORMAT,
-    VERSION,
-    Checkpoint,
-    StoreError,
-)
+from sluice.io.checkpoint import FORMAT, VERSION, Checkpoint, StoreError
 from sluice.io.durable import atomic_write, fsync_directory, fsync_file, sync_chunks, sync_tree
 from sluice.io.leftovers import (
     HALF_CREATED,
@@ -104,6 +81,9 @@ COMPATIBLE_CHECKPOINTS = (__version__,)
 # Up to this many chains a Zarr chunk holds one chain: any process layout then writes
 # disjoint chunks. Beyond it, one process's block (fewer files).
 ONE_CHAIN_CHUNKS_UP_TO = 64
+_INTACT = "The previous checkpoint is intact: {resume} continues from it"
+# the running totals of a checkpoint that add up over the processes' blocks
+_SUMMED_TOTALS = ("num_gradients_warmup", "num_gradients", "num_divergent", "_sum_acceptance")
 
 
 class StoreWriteError(OSError):
@@ -184,14 +164,14 @@ class ZarrSink:
     def open(self, layout: Layout, description: dict[str, Any]) -> None:
         """Create the store (process 0), or attach to the one process 0 created."""
         if layout.process_index > 0:
-            self._attach_created(layout)
+            self._reopen()
+            self.attach(layout)
         else:
             self._create(layout, description)
 
-    def _attach_created(self, layout: Layout) -> None:
+    def _reopen(self) -> None:
         fresh = ZarrSink.open_existing(self.path)
         self._root, self._arrays = fresh._root, fresh._arrays
-        self.attach(layout)
 
     def attach(self, layout: Layout) -> None:
         """Write this process's chains (``layout.local_chains``) of an existing store.
@@ -201,18 +181,16 @@ class ZarrSink:
         """
         first, last = layout.local_range
         arrays = [a for names in self._arrays.values() for a in names.values()]
-        if arrays:
-            c = arrays[0].chunks[0]
-            aligned = first % c == 0 and (last % c == 0 or last == layout.chains)
-            if not aligned:
-                raise StoreError(
-                    f"cannot write {self.path} from this process layout: the store was "
-                    f"created with Zarr chunks of {c} chains (the creating run's blocks), and "
-                    f"process {layout.process_index} of this run writes chains "
-                    f"[{first}, {last}), which would share a chunk with another process. "
-                    f"Resume it with the layout it was created with ({c} chain slots per "
-                    "process), or on one process"
-                )
+        c = arrays[0].chunks[0] if arrays else 1  # chains per Zarr chunk
+        if first % c or (last % c and last != layout.chains):
+            raise StoreError(
+                f"cannot write {self.path} from this process layout: the store was "
+                f"created with Zarr chunks of {c} chains (the creating run's blocks), and "
+                f"process {layout.process_index} of this run writes chains "
+                f"[{first}, {last}), which would share a chunk with another process. "
+                f"Resume it with the layout it was created with ({c} chain slots per "
+                "process), or on one process"
+            )
         if layout.process_index == 0:
             self._lock.acquire()
             prepare_for_writing(Path(os.path.realpath(self.path)))
@@ -237,8 +215,7 @@ class ZarrSink:
         fsync_directory(real.parent)
         if replaces:
             remove_store(doomed)
-        fresh = ZarrSink.open_existing(self.path)
-        self._root, self._arrays = fresh._root, fresh._arrays
+        self._reopen()
         self._manifest = _integrity().metadata_digests(self.path)  # what commits record
         self.attach(layout)
 
@@ -264,6 +241,7 @@ class ZarrSink:
 
     def _build(self, staging: Path, layout: Layout, description: dict[str, Any]) -> None:
         """Create the store's hierarchy, with its empty arrays, at ``staging``."""
+        import jax
         import zarr
 
         draw_chunk = min(layout.chunk_size or layout.num_draws, layout.num_draws)
@@ -276,16 +254,20 @@ class ZarrSink:
                 "sluice": {
                     "format": FORMAT,
                     "version": VERSION,
-                    "versions": _versions(),
+                    "versions": {"sluice": __version__, "jax": jax.__version__},
                     "description": description,
                     "model_source": self.model_source,
                     "layout": {"draws": layout.num_draws, "warmup": layout.warmup},
                 }
             },
         )
+        options = _integrity().array_options()  # of every array but the draws
         for group, names in layout.groups.items():
             g = root.create_group(group)
-            self._coords(g, layout.chains, layout.num_draws)
+            for name, size in (("chain", layout.chains), ("draw", layout.num_draws)):
+                g.create_array(
+                    name, data=np.arange(size, dtype=np.int64), dimension_names=(name,), **options
+                )
             for name, (shape, dtype) in names.items():
                 fill = np.nan if np.issubdtype(dtype, np.floating) else 0
                 g.create_array(
@@ -305,12 +287,12 @@ class ZarrSink:
                     name,
                     data=value,
                     dimension_names=dim_names(name, value.ndim, layout.dims),
-                    **_integrity().array_options(),
+                    **options,
                 )
-        self._write_coords(root, layout)
+        self._write_coords(root, layout, options)
 
     @staticmethod
-    def _write_coords(root: Any, layout: Layout) -> None:
+    def _write_coords(root: Any, layout: Layout, options: dict[str, Any]) -> None:
         """The model's coordinate values (e.g. school names) in every group using their dim."""
         for dim, values in (layout.coords or {}).items():
             values = np.asarray(values)
@@ -319,56 +301,44 @@ class ZarrSink:
                 if used and dim not in group:
                     if values.dtype.kind in "UO":  # variable-length text has a Zarr v3 spec
                         text = group.create_array(
-                            dim, shape=values.shape, dtype=str, dimension_names=(dim,),
-                            **_integrity().array_options(),
-                        )  # fmt: skip
+                            dim, shape=values.shape, dtype=str, dimension_names=(dim,), **options
+                        )
                         text[:] = values.astype(object)
                     else:
-                        group.create_array(
-                            dim, data=values, dimension_names=(dim,), **_integrity().array_options()
-                        )
-
-    @staticmethod
-    def _coords(group: Any, chains: int, draws: int) -> None:
-        for name, size in (("chain", chains), ("draw", draws)):
-            group.create_array(
-                name,
-                data=np.arange(size, dtype=np.int64),
-                dimension_names=(name,),
-                **_integrity().array_options(),
-            )
+                        group.create_array(dim, data=values, dimension_names=(dim,), **options)
 
     # -- writing ---------------------------------------------------------------
-    def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
-        n = 0
-        first, last = self._local
+    @contextlib.contextmanager
+    def _writing(self, what: str, then: str = _INTACT) -> Any:
+        """An :class:`OSError` of the body, raised as a :class:`StoreWriteError` that says
+        how to go on (``then``)."""
         try:
-            for group, names in chunk.items():
-                for name, values in names.items():
-                    n = values.shape[1]
-                    array = self._arrays[group][name]
-                    array[first:last, start : start + n] = values
-                    if self.durable:
-                        sync_chunks(self.path, array, (first, last), (start, start + n))
+            yield
         except OSError as error:
             raise StoreWriteError(
                 error.errno,
-                f"could not write draws {start}..{start + n - 1} to {self.path}: "
-                f"{error.strerror or error}. The store is resumable from its last complete chunk: "
-                f"sluice.resume({str(self.path)!r})",
+                f"could not {what}: {error.strerror or error}. "
+                + then.format(resume=f"sluice.resume({str(self.path)!r})"),
             ) from error
+
+    def write(self, start: int, chunk: dict[str, dict[str, np.ndarray]]) -> None:
+        first, last = self._local
+        for group, names in chunk.items():
+            for name, values in names.items():
+                stop = start + values.shape[1]
+                array = self._arrays[group][name]
+                with self._writing(
+                    f"write draws {start}..{stop - 1} to {self.path}",
+                    "The store is resumable from its last complete chunk: {resume}",
+                ):
+                    array[first:last, start:stop] = values
+                    if self.durable:
+                        sync_chunks(self.path, array, (first, last), (start, stop))
 
     def save_checkpoint(self, checkpoint: Checkpoint, process: int = 0, parity: int = 0) -> None:
         """Write this process's checkpoint file of the given parity (atomically)."""
-        try:
+        with self._writing(f"write the checkpoint of {self.path}"):
             atomic_write(self.path / _checkpoint_name(process, parity), checkpoint.write_to)
-        except OSError as error:
-            raise StoreWriteError(
-                error.errno,
-                f"could not write the checkpoint of {self.path}: "
-                f"{error.strerror or error}. The previous checkpoint is intact: "
-                f"sluice.resume({str(self.path)!r}) continues from it",
-            ) from error
 
     def commit(self, checkpoint: Checkpoint, parity: int, process_count: int) -> None:
         """Declare the checkpoint files of ``parity`` complete (process 0, after a barrier)."""
@@ -381,15 +351,8 @@ class ZarrSink:
             "sequence": checkpoint.sequence,
             "metadata": self._manifest,
         }
-        try:
+        with self._writing(f"commit the checkpoint of {self.path}"):
             self._write_record(record)
-        except OSError as error:
-            raise StoreWriteError(
-                error.errno,
-                f"could not commit the checkpoint of {self.path}: "
-                f"{error.strerror or error}. The previous checkpoint is intact: "
-                f"sluice.resume({str(self.path)!r}) continues from it",
-            ) from error
 
     def stop(self, draws: int, process: int = 0) -> None:
         """Record that the run ended, converged, after ``draws`` draws per chain (of the
@@ -439,8 +402,7 @@ class ZarrSink:
 
     def stopped(self) -> int | None:
         """Draws per chain where ``until`` ended the run, if it did."""
-        record = self._commit_record()
-        value = None if record is None else record.get("stopped")
+        value = (self._commit_record() or {}).get("stopped")
         return value if isinstance(value, int) else None
 
     def keep_summary(self, result: dict[str, Any], draws: int) -> None:
@@ -455,8 +417,7 @@ class ZarrSink:
 
     def kept_summary(self) -> bool:
         """Whether the commit record says the run kept its summary in the store."""
-        record = self._commit_record()
-        return bool(record and record.get("summary"))
+        return bool((self._commit_record() or {}).get("summary"))
 
     def close(self) -> None:
         """Release the store's lock (the run is over, or failed)."""
@@ -479,16 +440,10 @@ class ZarrSink:
         path = Path(path)
         if not path.exists():
             left = leftovers(Path(os.path.realpath(path)))
-            raise FileNotFoundError(
-                f"no store at {path}"
-                + (
-                    f": a run creating or replacing it was killed before it was complete (it left "
-                    f"{left[0].name}, which the next run writing {path} removes); start "
-                    "the run again"
-                    if left
-                    else ""
-                )
-            )
+            killed = (f": a run creating or replacing it was killed before it was complete (it "
+                      f"left {left[0].name}, which the next run writing {path} removes); start "
+                      "the run again" if left else "")  # fmt: skip
+            raise FileNotFoundError(f"no store at {path}{killed}")
         sink = cls(path)
         record = sink._commit_record()
         store = _integrity().checked_store(path, record, path / COMMIT, writable, LAYOUT_GROUPS)
@@ -543,10 +498,6 @@ class ZarrSink:
     def description(self) -> dict[str, Any]:
         return self._root.attrs["sluice"]["description"]
 
-    def versions(self) -> dict[str, str]:
-        """The sluice and JAX versions that created the store (empty for older stores)."""
-        return dict(self._root.attrs["sluice"].get("versions") or {})
-
     def _commit_record(self) -> dict[str, Any] | None:
         path = self.path / COMMIT
         if not path.exists():
@@ -573,7 +524,8 @@ class ZarrSink:
             raise StoreError(f"{path} is not a sluice commit record")
         if "crc32" not in record or not isinstance(record.get("metadata"), dict):
             # records of format 3 carry both; older ones may lack them
-            if "version" in record or "metadata" in record or self._root_version() >= CHECKED_FROM:
+            version = self._root_attribute(lambda meta: int(meta["version"]))
+            if "version" in record or "metadata" in record or version >= CHECKED_FROM:
                 lacks = "checksum" if "crc32" not in record else "manifest of the metadata"
                 raise StoreError(f"the commit record {path} is damaged: it has no {lacks}")
         missing = [k for k in ("next_iteration", "parity", "process_count", "sequence")
@@ -582,11 +534,12 @@ class ZarrSink:
             raise StoreError(f"the commit record {path} is damaged: no valid {missing}")
         return record
 
-    def _root_version(self) -> int:
-        """The store format the root ``zarr.json`` records (read from disk)."""
+    def _root_attribute(self, read: Any) -> Any:
+        """``read`` applied to the sluice attributes of the root ``zarr.json``, read from
+        disk; damage is a :class:`StoreError`."""
         path = self.path / "zarr.json"
         try:
-            return int(json.loads(path.read_text())["attributes"]["sluice"]["version"])
+            return read(json.loads(path.read_text())["attributes"]["sluice"])
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise StoreError(f"{path} is damaged: {error!r}") from error
 
@@ -615,25 +568,14 @@ class ZarrSink:
         carry = [np.concatenate(leaves) for leaves in zip(*(p.carry for p in parts), strict=True)]
         totals = dict(first.totals)
         for part in parts[1:]:
-            for name in (
-                "num_gradients_warmup",
-                "num_gradients",
-                "num_divergent",
-                "_sum_acceptance",
-            ):
+            for name in _SUMMED_TOTALS:
                 totals[name] += part.totals[name]
             if "_chain_totals" in part.totals:  # each process's rows are its own chains'
                 totals["_chain_totals"] = (
                     np.asarray(totals["_chain_totals"]) + np.asarray(part.totals["_chain_totals"])
                 ).tolist()
-        return Checkpoint(
-            first.config,
-            record["next_iteration"],
-            first.stats_ready,
-            carry,
-            totals,
-            record["sequence"],
-            first.sluice_version,
+        return dataclasses.replace(
+            first, next_iteration=record["next_iteration"], carry=carry, totals=totals
         )
 
     def _state(self) -> str:
@@ -648,18 +590,15 @@ class ZarrSink:
         return "complete" if done == total else f"{done} of {total} draws per chain so far"
 
     def _recorded_layout(self) -> dict[str, int]:
-        """``{"draws": ..., "warmup": ...}``: the draws per chain the store was created
-        for and the warmup iterations before them (a commit record's ``next_iteration``
-        counts both), as the store recorded them from its :class:`Layout`; a store that
-        records no layout holds the same numbers in its run's recorded config. Read from
-        disk; damage is a :class:`StoreError`."""
-        path = self.path / "zarr.json"
-        try:
-            meta = json.loads(path.read_text())["attributes"]["sluice"]
+        """``{"draws": ..., "warmup": ...}``: the draws per chain the store was created for
+        and the warmup before them (a commit record's ``next_iteration`` counts both), from
+        its recorded :class:`Layout` or, in older stores, its run's config."""
+
+        def read(meta: dict[str, Any]) -> dict[str, int]:
             recorded = meta.get("layout") or meta["description"]["config"]
             return {"draws": int(recorded["draws"]), "warmup": int(recorded["warmup"])}
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise StoreError(f"{path} is damaged: {error!r}") from error
+
+        return self._root_attribute(read)
 
     def draws_done(self) -> int:
         """Draws per chain written and covered by the committed checkpoint (0 before the
@@ -736,12 +675,6 @@ def _integrity() -> Any:
     from sluice.io import integrity
 
     return integrity
-
-
-def _versions() -> dict[str, str]:
-    import jax
-
-    return {"sluice": __version__, "jax": jax.__version__}
 
 
 def _record_crc(record: dict[str, Any]) -> int:

@@ -1,13 +1,9 @@
 """The streamed summary kept in a store: ``sluice summary run.zarr`` without reading draws.
 
-At the end of a run (also where ``until`` stops it) process 0 writes the
-finalized default statistics beside the draws, in ``run.zarr/summary.sluice``:
-the checkpoints' checked layout (a JSON header naming every output and
-quantity, the raw arrays, a CRC-32 of it all), written atomically, and the
-commit record then says the run kept one. A damaged summary, or a missing one
-the record names, is an error, never a silently wrong table; the file holds
-numbers only, so reading it runs no code. It is not a Zarr node: xarray and
-ArviZ opening the store see only the draws.
+At the end of a run process 0 writes the finalized default statistics to
+``run.zarr/summary.sluice`` in the checkpoints' checked layout (numbers only: reading
+it runs no code), and the commit record then says the run kept one
+(``docs/reliability.md``). It is not a Zarr node: xarray and ArviZ see only the draws.
 """
 
 from __future__ import annotations
