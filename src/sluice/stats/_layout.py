@@ -21,14 +21,7 @@ from sluice._jax.tree import path_name
 
 PyTree = Any
 
-__all__ = [
-    "element_labels",
-    "flatten",
-    "num_elements",
-    "own_copy",
-    "unflatten",
-    "working_dtype",
-]
+__all__ = ["element_labels", "flatten", "num_elements", "own_copy", "unflatten", "working_dtype"]
 
 
 def working_dtype(tree: PyTree) -> jnp.dtype:
@@ -78,15 +71,11 @@ def unflatten(example: PyTree, values: jax.Array) -> PyTree:
     return jax.tree.unflatten(treedef, out)
 
 
-def _leaf_names(tree: PyTree) -> list[str]:
-    paths = jax.tree_util.tree_flatten_with_path(tree)[0]
-    return [path_name(path) or "x" for path, _ in paths]
-
-
 def element_labels(tree: PyTree) -> list[str]:
     """ArviZ-style labels of every scalar element: ``beta[0]``, ``x[0, 1]``, ``sigma``."""
     labels = []
-    for name, leaf in zip(_leaf_names(tree), jax.tree.leaves(tree), strict=True):
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        name = path_name(path) or "x"
         shape = tuple(np.shape(leaf))
         if not shape:
             labels.append(name)

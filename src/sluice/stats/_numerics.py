@@ -3,8 +3,8 @@
 * compensated (TwoSum) accumulation, so that float32 sums over 10^7 draws keep
   their digits without ``jax_enable_x64``;
 * Chan's merge of (count, mean, co-moment) summaries;
-* the multi-chain R-hat and ESS formulas of ArviZ 0.23 written on summaries
-  (chain means and variances, summed autocovariances) instead of draws. The
+* the multi-chain ESS formula of ArviZ 0.23 written on summaries (chain
+  means and variances, summed autocovariances) instead of draws. The
   Geyer initial-sequence truncation is vectorised: no data-dependent loops, so
   it runs under ``jit``/``vmap`` over any number of elements.
 
@@ -28,7 +28,6 @@ __all__ = [
     "compensated_value",
     "cumsum_rows",
     "geyer_tau",
-    "rhat_from_summaries",
     "row_add",
 ]
 
@@ -106,31 +105,6 @@ def chan_merge(
     mean = mean_a + delta * (wb / nf)
     comoment = comoment_a + comoment_b + delta * delta * (wa * wb / nf)
     return n, mean, comoment
-
-
-def rhat_from_summaries(
-    num_chains: jax.Array, length: jax.Array, within_mean: jax.Array, between: jax.Array
-) -> jax.Array:
-    """ArviZ's ``_rhat`` kernel from summaries of ``num_chains`` chains.
-
-    Parameters
-    ----------
-    num_chains
-        Number of (split) chains ``m``.
-    length
-        Draws per chain ``n`` (float).
-    within_mean
-        ``W``: mean over chains of the ddof=1 chain variances.
-    between
-        ``var_ddof1(chain means)`` (that is ``B / n``).
-
-    Returns
-    -------
-    ``sqrt(((n - 1) / n * W + B / n) / W)``; NaN with fewer than two chains.
-    """
-    n = length
-    value = jnp.sqrt(((n - 1.0) / n * within_mean + between) / within_mean)
-    return jnp.where(num_chains >= 2, value, jnp.nan)
 
 
 class GeyerResult(NamedTuple):

@@ -127,21 +127,16 @@ def _transform(fn: Callable[[PyTree], PyTree], statistic: Statistic, key: Any) -
     def update(state: Any, draw: PyTree) -> Any:
         return statistic.update(state, fn(draw))
 
-    update_block = None
-    if statistic.update_block is not None:
+    def update_block(state: Any, draws: PyTree, count: Any) -> Any:
+        return statistic.update_block(state, jax.vmap(fn)(draws), count)
 
-        def update_block(state: Any, draws: PyTree, count: Any) -> Any:
-            return statistic.update_block(state, jax.vmap(fn)(draws), count)
-
-    update_chains = None
-    if statistic.update_chains is not None:
-
-        def update_chains(states: Any, draws: PyTree, count: Any) -> Any:
-            return statistic.update_chains(states, jax.vmap(jax.vmap(fn))(draws), count)
+    def update_chains(states: Any, draws: PyTree, count: Any) -> Any:
+        return statistic.update_chains(states, jax.vmap(jax.vmap(fn))(draws), count)
 
     return Statistic(
-        init, update, statistic.merge, statistic.finalize, key, statistic.pilot, update_block,
-        update_chains=update_chains,
+        init, update, statistic.merge, statistic.finalize, key, statistic.pilot,
+        update_block if statistic.update_block is not None else None,
+        update_chains=update_chains if statistic.update_chains is not None else None,
     )  # fmt: skip
 
 
@@ -185,10 +180,7 @@ def restrict(
     """
     if isinstance(names, str):
         raise TypeError(f"names must be a sequence or mapping of names, not a string: {names!r}")
-    if isinstance(names, Mapping):
-        selection = dict(names)
-    else:
-        selection = {str(n): None for n in names}
+    selection = dict(names) if isinstance(names, Mapping) else {str(n): None for n in names}
     if not selection:
         raise ValueError("names must select at least one quantity, got an empty selection")
     if not isinstance(statistic, Statistic):

@@ -13,6 +13,7 @@ off by more than 1e-2 there: see the regression test).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -29,6 +30,7 @@ from sluice.stats._numerics import (
 from sluice.stats.base import Statistic
 
 PyTree = Any
+Product = Callable[[jax.Array, jax.Array], jax.Array]  # (y, y) -> the second sums' terms
 
 __all__ = ["count", "covariance", "extrema", "mean", "variance"]
 
@@ -73,47 +75,68 @@ def count() -> Statistic:
 
 
 class SumsState(NamedTuple):
-    """Shifted compensated power sums of each element."""
+    """Shifted compensated sums of each element and of products of elements."""
 
     pilot: PyTree  # the example draw (structure and shift c)
     count: jax.Array  # () int32: draws seen
     sum: Compensated  # (D,) working dtype: sum of y = x - c
-    sumsq: Compensated  # (D,) working dtype: sum of y^2 (zeros when not needed)
+    second: Compensated  # working dtype: (D,) sum of y^2 (mean: zeros) or (D, D) of y y^T
 
 
-def _sums_init(example: PyTree) -> SumsState:
-    dtype = working_dtype(example)
-    d = num_elements(example)
-    return SumsState(
-        own_copy(example),
-        jnp.zeros((), jnp.int32),
-        compensated_zeros((d,), dtype),
-        compensated_zeros((d,), dtype),
-    )
+def _elementwise(a: jax.Array, b: jax.Array) -> jax.Array:
+    return a * b
 
 
-def _sums_update(state: SumsState, draw: PyTree, second: bool) -> SumsState:
+def _outer(a: jax.Array, b: jax.Array) -> jax.Array:
+    return a[:, None] * b[None, :]
+
+
+def _sums(product: Product, second: bool = True) -> tuple[Callable[..., SumsState], ...]:
+    """``init``, ``update`` and ``merge`` of the sums of ``y`` and of ``product(y, y)``
+    (``second`` False: the latter stay zero)."""
+
+    def init(example: PyTree) -> SumsState:
+        y = jnp.zeros((num_elements(example),), working_dtype(example))
+        return SumsState(
+            own_copy(example),
+            jnp.zeros((), jnp.int32),
+            compensated_zeros(y.shape, y.dtype),
+            compensated_zeros(product(y, y).shape, y.dtype),
+        )
+
+    def update(state: SumsState, draw: PyTree) -> SumsState:
+        dtype = state.sum.hi.dtype
+        y = flatten(draw, dtype) - flatten(state.pilot, dtype)
+        total = compensated_add(state.sum, y)
+        products = compensated_add(state.second, product(y, y)) if second else state.second
+        return SumsState(state.pilot, state.count + 1, total, products)
+
+    def merge(a: SumsState, b: SumsState) -> SumsState:
+        # the pilots agree when the contract is kept; if not, shift b's sums onto a's pilot
+        dtype = a.sum.hi.dtype
+        delta = flatten(b.pilot, dtype) - flatten(a.pilot, dtype)
+        n = b.count.astype(dtype)
+        s1 = compensated_value(b.sum)
+        shift = product(s1, delta) + product(delta, s1) + product(n * delta, delta)
+        return SumsState(
+            a.pilot,
+            a.count + b.count,
+            compensated_merge(a.sum, compensated_add(b.sum, n * delta)),
+            compensated_merge(a.second, compensated_add(b.second, shift)),
+        )
+
+    return init, update, merge
+
+
+def _comoment(state: SumsState, product: Product) -> tuple[jax.Array, jax.Array]:
+    """``sum product(y - mean, y - mean)`` from the sums, and the count (as a float)."""
     dtype = state.sum.hi.dtype
-    y = flatten(draw, dtype) - flatten(state.pilot, dtype)
-    total = compensated_add(state.sum, y)
-    sumsq = compensated_add(state.sumsq, y * y) if second else state.sumsq
-    return SumsState(state.pilot, state.count + 1, total, sumsq)
-
-
-def _sums_merge(a: SumsState, b: SumsState) -> SumsState:
-    # the pilots agree when the contract is kept; if not, shift b's sums onto a's pilot
-    dtype = a.sum.hi.dtype
-    delta = flatten(b.pilot, dtype) - flatten(a.pilot, dtype)
-    n = b.count.astype(dtype)
-    s1_b = compensated_value(b.sum)
-    sum_b = compensated_add(b.sum, n * delta)
-    sumsq_b = compensated_add(b.sumsq, 2.0 * delta * s1_b + n * delta * delta)
-    return SumsState(
-        a.pilot,
-        a.count + b.count,
-        compensated_merge(a.sum, sum_b),
-        compensated_merge(a.sumsq, sumsq_b),
-    )
+    n = state.count.astype(dtype)
+    mean_y = compensated_value(state.sum) / n
+    total, second = state.sum, state.second
+    # both parts of the compensated pairs
+    m2 = (second.hi - product(total.hi, mean_y)) + (second.lo - product(total.lo, mean_y))
+    return m2, n
 
 
 def mean() -> Statistic:
@@ -136,30 +159,18 @@ def mean() -> Statistic:
     [3.0, -3.0]
     """
 
-    def update(state: SumsState, draw: PyTree) -> SumsState:
-        return _sums_update(state, draw, second=False)
-
     def finalize(state: SumsState) -> PyTree:
         dtype = state.sum.hi.dtype
         n = state.count.astype(dtype)
         value = flatten(state.pilot, dtype) + compensated_value(state.sum) / n
         return unflatten(state.pilot, value)
 
-    return Statistic(_sums_init, update, _sums_merge, finalize, ("mean",))
+    return Statistic(*_sums(_elementwise, second=False), finalize, ("mean",))
 
 
 def _check_ddof(ddof: Any) -> None:
     if not isinstance(ddof, int) or isinstance(ddof, bool) or ddof < 0:
         raise ValueError(f"ddof must be a non-negative integer, got {ddof!r}")
-
-
-def _variance_flat(state: SumsState, ddof: int) -> jax.Array:
-    dtype = state.sum.hi.dtype
-    n = state.count.astype(dtype)
-    mean_y = compensated_value(state.sum) / n
-    # sum (y - mean)^2 = sumsq - sum * mean, both parts of the compensated pairs
-    m2 = (state.sumsq.hi - state.sum.hi * mean_y) + (state.sumsq.lo - state.sum.lo * mean_y)
-    return jnp.maximum(m2, 0.0) / (n - ddof)
 
 
 def variance(ddof: int = 1) -> Statistic:
@@ -188,20 +199,11 @@ def variance(ddof: int = 1) -> Statistic:
     """
     _check_ddof(ddof)
 
-    def update(state: SumsState, draw: PyTree) -> SumsState:
-        return _sums_update(state, draw, second=True)
-
     def finalize(state: SumsState) -> PyTree:
-        return unflatten(state.pilot, _variance_flat(state, ddof))
+        m2, n = _comoment(state, _elementwise)
+        return unflatten(state.pilot, jnp.maximum(m2, 0.0) / (n - ddof))
 
-    return Statistic(_sums_init, update, _sums_merge, finalize, ("variance", ddof))
-
-
-class CovarianceState(NamedTuple):
-    pilot: PyTree  # the example draw (structure and shift c)
-    count: jax.Array  # () int32: draws seen
-    sum: Compensated  # (D,) working dtype: sum of y = x - c
-    outer: Compensated  # (D, D) working dtype: sum of y y^T
+    return Statistic(*_sums(_elementwise), finalize, ("variance", ddof))
 
 
 def covariance(ddof: int = 1) -> Statistic:
@@ -233,53 +235,11 @@ def covariance(ddof: int = 1) -> Statistic:
     """
     _check_ddof(ddof)
 
-    def init(example: PyTree) -> CovarianceState:
-        dtype = working_dtype(example)
-        d = num_elements(example)
-        return CovarianceState(
-            own_copy(example),
-            jnp.zeros((), jnp.int32),
-            compensated_zeros((d,), dtype),
-            compensated_zeros((d, d), dtype),
-        )
-
-    def update(state: CovarianceState, draw: PyTree) -> CovarianceState:
-        dtype = state.sum.hi.dtype
-        y = flatten(draw, dtype) - flatten(state.pilot, dtype)
-        return CovarianceState(
-            state.pilot,
-            state.count + 1,
-            compensated_add(state.sum, y),
-            compensated_add(state.outer, y[:, None] * y[None, :]),
-        )
-
-    def merge(a: CovarianceState, b: CovarianceState) -> CovarianceState:
-        dtype = a.sum.hi.dtype
-        delta = flatten(b.pilot, dtype) - flatten(a.pilot, dtype)  # zero when the contract is kept
-        n = b.count.astype(dtype)
-        s1 = compensated_value(b.sum)
-        shift = (
-            s1[:, None] * delta[None, :]
-            + delta[:, None] * s1[None, :]
-            + n * delta[:, None] * delta[None, :]
-        )
-        return CovarianceState(
-            a.pilot,
-            a.count + b.count,
-            compensated_merge(a.sum, compensated_add(b.sum, n * delta)),
-            compensated_merge(a.outer, compensated_add(b.outer, shift)),
-        )
-
-    def finalize(state: CovarianceState) -> jax.Array:
-        dtype = state.sum.hi.dtype
-        n = state.count.astype(dtype)
-        mean_y = compensated_value(state.sum) / n
-        c = (state.outer.hi - state.sum.hi[:, None] * mean_y[None, :]) + (
-            state.outer.lo - state.sum.lo[:, None] * mean_y[None, :]
-        )
+    def finalize(state: SumsState) -> jax.Array:
+        c, n = _comoment(state, _outer)
         return c / (n - ddof)
 
-    return Statistic(init, update, merge, finalize, ("covariance", ddof))
+    return Statistic(*_sums(_outer), finalize, ("covariance", ddof))
 
 
 class ExtremaState(NamedTuple):

@@ -47,7 +47,12 @@ def nested_rhat_from_moments(
     means = np.asarray(means, np.float64)
     variances = np.asarray(variances, np.float64)
     chains = means.shape[0]
-    _check(chains, superchains)
+    if not isinstance(superchains, int | np.integer) or isinstance(superchains, bool):
+        raise TypeError(f"superchains must be an int, got {superchains!r}")
+    if superchains < 2 or chains % superchains:
+        raise ValueError(
+            f"superchains must be at least 2 and divide the chains ({chains}), got {superchains}"
+        )
     per = chains // superchains
     m = means.reshape(superchains, per, -1)
     super_means = m.mean(axis=1)  # (K, D)
@@ -75,12 +80,3 @@ def nested_rhat(state: Any, superchains: int) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         variances = np.where(n > 1, (s2 - s1 * means) / (n - 1), 0.0)
     return nested_rhat_from_moments(count, means, np.maximum(variances, 0.0), superchains)
-
-
-def _check(chains: int, superchains: Any) -> None:
-    if not isinstance(superchains, int | np.integer) or isinstance(superchains, bool):
-        raise TypeError(f"superchains must be an int, got {superchains!r}")
-    if superchains < 2 or chains % superchains:
-        raise ValueError(
-            f"superchains must be at least 2 and divide the chains ({chains}), got {superchains}"
-        )

@@ -94,13 +94,6 @@ SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a qu
 
 
 # -- init ---------------------------------------------------------------------------------------
-BIG = 2**31 - 1
-
-
-def closed_zeros() -> jax.Array:
-    return jnp.asarray([0, 0, 0, BIG, 0, BIG, 0], jnp.int32)
-
-
 def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
     """A fresh chain from the pooled pilot rows (a leading axis)."""
     example = jax.tree.map(lambda x: x[0], pooled)
@@ -132,7 +125,7 @@ def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
         prefix=z(SEG, d),
         folded=jnp.zeros((), jnp.int32),
         final=z(*final_shape),
-        closed=closed_zeros(),
+        closed=jnp.asarray([0, 0, 0, 2**31 - 1, 0, 2**31 - 1, 0], jnp.int32),  # merge identities
     )
 
 
@@ -296,11 +289,8 @@ def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings
 
 def window_rows(elements: int) -> int:
     """Rows a window processes at once: the window is unrolled in the program, so a
-    small model takes fewer rows and compiles quicker (0.3 s less on a 10-dim model);
-    a larger one takes :data:`WINDOW`, which passes over the state less often (per
-    element and draw, 4 rows at once cost 56 ns and 16 rows 24 ns at 1,000 elements,
-    87 and 29 ns at 100: about 6 us more per draw at ``SMALL``;
-    ``bench/stats_overhead.py --micro-only --window``)."""
+    small model takes fewer rows and compiles quicker; a larger one takes :data:`WINDOW`,
+    which passes over the state less often (costs: docs/statistics.md)."""
     return SMALL_WINDOW if elements <= SMALL else WINDOW
 
 
@@ -313,10 +303,8 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
 
     Every element's sums are its own, so more than :data:`UPDATE_BLOCK` elements
     are updated a block of them at a time, each block's columns of the state
-    sliced out and written back in place: the update's temporaries (the window's
-    features and lag products, the chunk's bulk scores; ~2.9 KB per element at
-    once) then stay those of one block, where at a million elements they were
-    twice the state (``bench/million.py``).
+    sliced out and written back in place: the update's temporaries then stay
+    those of one block.
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
@@ -330,9 +318,8 @@ def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
     """:func:`update_block` of every chain of a stack (leading chain axis), in place.
 
     Above :data:`UPDATE_BLOCK` elements each block of each chain's columns is
-    read from the stack and written back, so no chain's whole state is copied
-    (the engine's chain-by-chain map reads each chain's state out: at a million
-    elements, 1.3 GB more per device)."""
+    read from the stack and written back, so no chain's whole state is copied (as
+    the engine's chain-by-chain map would)."""
     dtype = states.knots.dtype
     x = jax.vmap(jax.vmap(lambda v: flatten(v, dtype)))(draws)  # (G, C, D)
     d = x.shape[2]
@@ -422,11 +409,9 @@ def _update_rows(settings: StreamSettings, state: StreamState, x: jax.Array, cou
     padded = jnp.concatenate([x, jnp.zeros((trips * w - rows, x.shape[1]), dtype)], axis=0)
     ref = _reference(state)
     prev = _prev_features(state, ref, settings)
-    # the bulk score of every row at once, for the windows and the histogram: computed
-    # inside each window, XLA:CPU fuses it with the stacking of the features into scalar
-    # code, and the update at 1,000 elements takes 44-46 ns of CPU time per element and
-    # draw against 36-39 (`bench/stats_overhead.py --micro-only`); a second array of the
-    # same rows (the proxy for the histogram, the score for the windows) costs 7 ns more
+    # the bulk score of every row at once, for the windows and the histogram (computed
+    # inside each window, XLA:CPU fuses it with the stacking of the features into slower
+    # scalar code)
     z = score(proxy(padded, ref.bulk))
 
     def body(i: Any, carry: tuple) -> tuple:
@@ -472,10 +457,6 @@ def _check_count(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _default_buckets(num_draws: int) -> int:
-    return 288 if num_draws <= COUNT_MAX else 144
 
 
 def summary(
@@ -536,10 +517,12 @@ def summary(
     if isinstance(hdi_prob, bool) or not isinstance(hdi_prob, int | float) or not 0 < hdi_prob < 1:
         raise ValueError(f"hdi_prob must be a number in (0, 1), got {hdi_prob!r}")
     p = float(hdi_prob)
+    if buckets is None:  # as many bytes either way
+        buckets = 288 if num_draws <= COUNT_MAX else 144
     settings = StreamSettings(
         num_draws, min(chunk_size, num_draws), _check_count("lags", lags, 2),
         _check_count("block", block, 2), _check_count("block_lags", block_lags, 3),
-        _check_count("buckets", _default_buckets(num_draws) if buckets is None else buckets, 8),
+        _check_count("buckets", buckets, 8),
         _check_count("pilot", pilot, 1),
         ((1 - p) / 2, 0.5, (1 + p) / 2), p,
     )  # fmt: skip

@@ -38,10 +38,10 @@ from sluice.stats._numerics import (
     compensated_value,
     cumsum_rows,
     geyer_tau,
-    rhat_from_summaries,
 )
 from sluice.stats.streaming_state import (
     COUNT_MAX,
+    LAG,
     LAG_FEATURES,
     MID,
     SHARED_FIELDS,
@@ -91,11 +91,10 @@ def unpack(state: StreamState) -> Closed:
     d = state.knots.shape[1]
     flat = state.seg.reshape(-1, d)
     acov = jnp.concatenate([state.partial[:, None], state.lag], axis=1)
-    lag = len(LAG_FEATURES)
     return Closed(
         state.closed, flat[0:SPLIT], flat[SPLIT : 2 * SPLIT], flat[2 * SPLIT : 3 * SPLIT],
         acov, state.bring[:, 0], state.bring[:, 1], state.bring[:, 2], state.blag,
-        flat[3 * SPLIT : 3 * SPLIT + lag],
+        flat[3 * SPLIT : 3 * SPLIT + LAG],
     )  # fmt: skip
 
 
@@ -173,7 +172,6 @@ def _chain_summaries(state: StreamState, settings: StreamSettings) -> tuple[Clos
     h1, h2, known = _halves(state, settings)
     m1, v1 = _half_stats(h1, n, state)
     m2, v2 = _half_stats(h2, n, state)
-    two = jnp.full((), 2, jnp.int32)
     mmean = 0.5 * (m1 + m2)
     mm2 = 0.5 * (m1 - m2) ** 2
     # autocovariances of each half, summed: the whole chain's lag products scaled to
@@ -199,11 +197,10 @@ def _chain_summaries(state: StreamState, settings: StreamSettings) -> tuple[Clos
     bac = state.blag - jnp.maximum(nbf - s, 0.0)[None] * (bmean * bmean)[:, None, :]
     bvar = bac[:, 0] / jnp.maximum(nbf - 1.0, 1.0)
     has_blocks = (nb > 0).astype(jnp.int32)
-    counts = jnp.stack([jnp.ones((), jnp.int32), n_draws, two, n, n, nb, has_blocks])
-    z = jnp.zeros_like
+    counts = jnp.stack([jnp.int32(1), n_draws, jnp.int32(2), n, n, nb, has_blocks])
     hsq = (0.5 * (mu1 - mu2)) ** 2
     closed = Closed(counts, v1 + v2, mmean, mm2, acov, bvar * has_blocks,
-                    bmean * has_blocks, z(bmean), bac * has_blocks, hsq)  # fmt: skip
+                    bmean * has_blocks, jnp.zeros_like(bmean), bac * has_blocks, hsq)  # fmt: skip
     return closed, known
 
 
@@ -442,8 +439,9 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     n = jnp.where(nmin == nmax, nmin, -1).astype(dtype)
     n = jnp.where(n > 0, n, jnp.nan)
     w = c.wsum / jnp.maximum(m, 1.0)  # (SPLIT, D)
-    between = jnp.where(m > 1, c.mm2 / jnp.maximum(m - 1.0, 1.0), 0.0)
-    rhat = rhat_from_summaries(m, n, w, between)  # (SPLIT, D)
+    between = jnp.where(m > 1, c.mm2 / jnp.maximum(m - 1.0, 1.0), 0.0)  # B / n
+    var_plus = (n - 1.0) / n * w + between
+    rhat = jnp.where(m >= 2, jnp.sqrt(var_plus / w), jnp.nan)  # (SPLIT, D): ArviZ's _rhat
     constant = state.xmin == state.xmax
     bad = jnp.isnan(mu) | ~state.consistent | (chains < 1)
     enough = n >= 2.0
@@ -455,7 +453,6 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     several = chains >= 2
     r_bulk = jnp.where(several, clean(rhat[SZ]), jnp.nan)
     r_folded = jnp.where(several, clean(rhat[SZF]), jnp.nan)
-    var_plus = (n - 1.0) / n * w + between
 
     # ESS of each lag feature
     idx = jnp.asarray(LAG_OF_SPLIT)
@@ -503,7 +500,7 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     fill = lambda v: jnp.where(  # noqa: E731
         bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
     )
-    out = {
+    return {
         "mean": mean, "sd": sd + poison, "min": state.xmin + poison,
         "max": state.xmax + poison, "quantiles": fill(q), "hdi": fill(hdi),
         "r_hat": jnp.maximum(r_bulk, r_folded), "r_hat_bulk": r_bulk, "r_hat_folded": r_folded,
@@ -513,7 +510,6 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
         "ess_bulk_resolution": res[1], "ess_tail_resolution": jnp.maximum(res[2], res[3]),
         "ess_mean_resolution": res[0],
     }  # fmt: skip
-    return out
 
 
 def assemble(
@@ -553,15 +549,11 @@ def take(
     """
     pad = length - (stop - start)
 
-    def cut(x: Any) -> Any:
+    def cut(x: Any) -> Any:  # elements on the last axis
         x = x[..., start:stop]
-        if pad:
-            x = np.concatenate([x, np.repeat(x[..., -1:], pad, axis=-1)], axis=-1)
-        return x
+        return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)], mode="edge") if pad else x
 
-    rows = state.hist.reshape(size(state), settings.buckets)[start:stop]
-    if pad:
-        rows = np.concatenate([rows, np.repeat(rows[-1:], pad, axis=0)], axis=0)
+    rows = cut(state.hist.reshape(size(state), settings.buckets).T).T  # a row per element
     # without a short last chunk, ``final`` is one number, not per element: kept whole
     shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
     fields = {f: jax.tree.map(cut, getattr(state, f)) for f in state._fields if f not in shared}
@@ -666,11 +658,8 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
     table = pd.DataFrame(columns, index=labels)
     if round_to is None:
         table = table.round({c: _ROUNDING.get(c, 3) for c in table.columns})
-    elif isinstance(round_to, str):
-        if round_to.lower() != "none":
-            raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
     elif isinstance(round_to, int) and not isinstance(round_to, bool):
         table = table.round(round_to)
-    else:
+    elif not (isinstance(round_to, str) and round_to.lower() == "none"):
         raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
     return table
