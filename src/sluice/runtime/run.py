@@ -18,10 +18,9 @@ from sluice.runtime.diagnostics import (
     sampler_problems,
 )
 from sluice.stats import nested
+from sluice.stats.streaming_readout import rounding
 
 __all__ = ["Run", "RunInfo"]
-
-_ROUNDING = {"ess_bulk": 0, "ess_tail": 0, "r_hat": 2}  # ArviZ's default decimals (others: 3)
 
 
 @dataclasses.dataclass
@@ -305,18 +304,10 @@ class Run:
         """
         import warnings
 
-        if not (
-            round_to is None
-            or (isinstance(round_to, str) and round_to.lower() == "none")
-            or (isinstance(round_to, int) and not isinstance(round_to, bool))
-        ):
-            raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
+        round_table = rounding(round_to)
         table = self._summary_table(interval, source)
         diagnosis = self._diagnose(table)  # on the values before rounding
-        if round_to is None:  # ArviZ's default decimals
-            table = table.round({c: _ROUNDING.get(c, 3) for c in table.columns})
-        elif not isinstance(round_to, str):
-            table = table.round(round_to)
+        table = round_table(table)
         table.attrs["diagnosis"] = diagnosis
         if diagnosis and not self._told:
             self._told = True

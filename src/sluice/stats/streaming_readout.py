@@ -24,6 +24,7 @@ module is).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -615,6 +616,7 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
 
     if interval not in ("hdi", "eti"):
         raise ValueError(f"interval must be 'hdi' or 'eti', got {interval!r}")
+    round_table = rounding(round_to)
     if not isinstance(result, dict) or "mean" not in result:
         raise TypeError(
             "result must be the finalized dict of sluice.stats.streaming.summary "
@@ -655,11 +657,16 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
     columns[hi_name] = bounds[:, 1]
     for name in ("mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"):
         columns[name] = column(name)
-    table = pd.DataFrame(columns, index=labels)
+    return round_table(pd.DataFrame(columns, index=labels))
+
+
+def rounding(round_to: Any) -> Callable[[Any], Any]:
+    """The rounding of a summary table: ``None`` ArviZ's default decimals (3; ``ess_*`` 0,
+    ``r_hat`` 2), ``"none"`` none, an integer that many decimals."""
     if round_to is None:
-        table = table.round({c: _ROUNDING.get(c, 3) for c in table.columns})
-    elif isinstance(round_to, int) and not isinstance(round_to, bool):
-        table = table.round(round_to)
-    elif not (isinstance(round_to, str) and round_to.lower() == "none"):
-        raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
-    return table
+        return lambda table: table.round({c: _ROUNDING.get(c, 3) for c in table.columns})
+    if isinstance(round_to, int) and not isinstance(round_to, bool):
+        return lambda table: table.round(round_to)
+    if isinstance(round_to, str) and round_to.lower() == "none":
+        return lambda table: table
+    raise ValueError(f"round_to must be None, 'none' or an integer, got {round_to!r}")
