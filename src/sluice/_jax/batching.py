@@ -55,14 +55,13 @@ def map_in_place(one: Callable, per_chain: tuple) -> tuple:
 
     ``lax.map`` builds its stacked outputs from zeros, reads each chain's inputs
     out of the stacked ones and writes each result into the new stack: three
-    passes over a carry that holds the statistics' states (tens of megabytes for
-    a 1,000-element model with the default statistics), for every chunk; they
-    doubled the statistics' cost at ten chunks per run. Here the stacked carry
-    is the scan's own state: each chain's result overwrites its input in place
-    (the chunk program donates the carry), and only the other outputs are
-    stacked by the scan. Each chain's state is still read out as a copy, which
-    ``one`` may use as its own temporary: a statistic whose states are large
-    updates the stack itself (:attr:`sluice.stats.Statistic.update_chains`).
+    passes over a carry that may hold tens of megabytes of statistics' states.
+    Here the stacked carry is the scan's own state: each chain's result
+    overwrites its input in place (the chunk program donates the carry), and
+    only the other outputs are stacked by the scan. Each chain's state is still
+    read out as a copy, which ``one`` may use as its own temporary: a statistic
+    whose states are large updates the stack itself
+    (:attr:`sluice.stats.Statistic.update_chains`).
     """
     carry, rest = per_chain[0], tuple(per_chain[1:])
     n = jax.tree.leaves(carry)[0].shape[0]

@@ -12,19 +12,14 @@ nor on where a chunk starts. A chunk runs iterations ``start .. min(start +
 chunk_size, stop) - 1`` of one phase (``stop`` ends the current phase), in a
 loop with a traced trip count, so a short last chunk is neither recompiled
 nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
-traced arguments, so changing them never recompiles either. The phase is
-the same for a whole chunk; one copy of the kernel step serves both phases,
-and each phase's own work runs in a loop of zero or one iteration
-(:meth:`ChunkProgram._chain_step`).
+traced arguments, so changing them never recompiles either.
 
 Per draw, the chunk applies the model's transform (and log-likelihood), feeds
 the result to per-draw statistics, and, when the sink keeps draws or the
 statistics take a chunk's draws at once, emits them (with the sample statistics
 when kept) as ``(chains, chunk_size, ...)`` arrays; the latter statistics are
-updated from them by a program of their own (``update_statistics``).
-
-Nothing traced in here prints, writes or reads the clock; the host-side
-``ChunkProgram.compiled`` times ahead-of-time compilation.
+updated from them by a program of their own (``update_statistics``). Nothing
+traced in here prints, writes or reads the clock.
 """
 
 from __future__ import annotations
@@ -196,15 +191,12 @@ class ChunkProgram:
         """One chain's ``step(warming, i, carry) -> (carry, counters, record)``.
 
         One kernel step serves both phases (``warming`` is the same for a whole
-        chunk): two phase-specific copies of the kernel made the program twice as
-        large, and the kernel dominates its compile time. The step reads
-        ``carry.params``, which the warmup keeps equal to the adaptation's current
-        parameters (and sets to its final ones at the last warmup iteration).
-
-        Each phase's own work (the adaptation; the statistics' update) runs in a
-        loop of zero or one iteration rather than a ``cond``: XLA copies a
-        ``cond``'s operand that one branch returns unchanged, and the statistics'
-        state (megabytes for a large model) was copied at every draw.
+        chunk), since the kernel dominates the program's size and compile time. The
+        step reads ``carry.params``, which the warmup keeps equal to the adaptation's
+        current parameters (and sets to its final ones at the last warmup iteration).
+        Each phase's own work runs in a loop of zero or one iteration rather than a
+        ``cond``, which would copy the statistics' state (an operand one branch
+        returns unchanged) at every draw.
         """
         logdensity = self._logdensity(consts)
         warmup = self.kernel.warmup()
@@ -309,8 +301,8 @@ class ChunkProgram:
 
     def _step_output_shapes(self, consts, carry: ChainCarry, warming, start, step: Callable):
         """Shapes of ``step``'s ``(counters, record)``, without tracing a kernel step
-        (a NUTS transition costs ~0.1 s to trace) when the kernel declares its
-        statistics' shapes and the log-density has the positions' dtype."""
+        where the log-density has the positions' dtype (the kernel declares its
+        statistics' shapes)."""
         position, logdensity = carry.kernel.position, carry.kernel.logdensity
         if logdensity.dtype != position.dtype:
             return jax.eval_shape(lambda: step(warming, start, carry)[1:])
@@ -331,14 +323,9 @@ class ChunkProgram:
         return counters, record
 
     def _loop(self, consts, carry: ChainCarry, start, stop, num_warmup, step: Callable):
-        """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase.
-
-        A chunk lies within one phase (the host never lets one straddle the end of
-        warmup), so ``warming`` is the same for all its iterations, and the loop
-        runs only over valid iterations: a short chunk does no work for its missing
-        ones. Records go to row ``i - start`` of preallocated ``(chunk_size, ...)``
-        buffers (left at zero during warmup).
-        """
+        """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase (the
+        host never lets a chunk straddle the end of warmup). Records go to row ``i -
+        start`` of preallocated ``(chunk_size, ...)`` buffers (zeros during warmup)."""
         end = jnp.minimum(start + self.chunk_size, stop)
         warming = start < num_warmup
         counters_shape, record_shape = self._step_output_shapes(consts, carry, warming, start, step)
@@ -369,12 +356,8 @@ class ChunkProgram:
         updated by their own program, ``update_statistics`` (``(stats, draws, count) ->
         stats``, every chain), from the draws the chunk program outputs, rather than
         inside the sampler's loop. The session then runs ``advance`` on a carry whose
-        ``stats`` are ``None``.
-
-        Apart, each program compiles with the options that suit it: the statistics'
-        update of a 1,000-element draw runs 1.9x faster with XLA's default emitters
-        than with the classic ones, NUTS 1.3x slower (``bench/stats_overhead.py``);
-        and the draws no longer depend on which statistics a run computes."""
+        ``stats`` are ``None``. Apart, each program compiles with the XLA options that
+        suit it, and the draws do not depend on which statistics a run computes."""
         return self.statistic.update_block is not None
 
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
@@ -421,18 +404,12 @@ class ChunkProgram:
         return self._sharded(batched, num_unbatched_tail)
 
     def _build_init(self) -> Callable:
-        def init_one(consts, position, chain_id, keys, example):
-            return self._init_one(consts, position, chain_id, keys, example)
-
-        return jax.jit(self._batch(init_one, num_unbatched_tail=2))
+        return jax.jit(self._batch(self._init_one, num_unbatched_tail=2))
 
     def _build_update_statistics(self, donate: bool = False) -> Callable:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
         first ``count`` rows of a chunk's ``draws`` (``{"posterior": ...}`` of
-        ``advance``'s outputs), one chain after another with each state updated in place
-        (:func:`map_in_place`; each chain's update is then the program a single chain's
-        would be). ``donate``: the statistics' states are reused (as ``advance_donated``
-        reuses the carry)."""
+        ``advance``'s outputs). ``donate``: the statistics' states are reused."""
         update = chains_update(self.statistic)
 
         def batched(_consts, stats, draws, count):
@@ -440,7 +417,7 @@ class ChunkProgram:
 
         sharded = self._sharded(batched, num_unbatched_tail=1)
 
-        def update_statistics(stats, draws, count):
+        def update_statistics(stats, draws, count):  # named: bench/stats_scale.py times it
             return sharded((), stats, draws, count)
 
         return jax.jit(update_statistics, donate_argnums=(0,) if donate else ())
@@ -461,10 +438,8 @@ class ChunkProgram:
         }
 
     def _build_advance(self, donate: bool = False) -> Callable:
-        # ``advance`` does not donate its carry: with checkpoints, the host still reads
-        # chunk k's carry after dispatching chunk k+1. ``advance_donated`` (runs without
-        # checkpoints) does: each chunk's carry reuses the previous one's buffers, where
-        # fresh ones made the allocator's footprint grow with the number of chunks.
+        # ``advance_donated`` (runs without checkpoints) reuses the carry's buffers;
+        # ``advance`` keeps them: with checkpoints the host still reads chunk k's carry.
         batched = self._batch(self._advance_one, num_unbatched_tail=5, carry_first=True)
         return jax.jit(batched, donate_argnums=(1,) if donate else ())
 
@@ -474,8 +449,7 @@ def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.
 
     The kernel's declaration (:meth:`~sluice.mcmc.protocol.Kernel.stats_shapes`)
     when the log-density has the positions' dtype; a traced transition when it
-    has another (mixed precision), which costs ~0.1 s for NUTS.
-    """
+    has another (mixed precision)."""
     x = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
     logdensity = functools.partial(flat_model.logdensity_fn, flat_model.consts)
     if jax.eval_shape(logdensity, x).dtype == flat_model.dtype:
