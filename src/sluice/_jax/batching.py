@@ -1,10 +1,6 @@
-"""Batching rules of sluice's own (``custom_vmap``), for vectorized chains.
-
-:func:`batched_by`: a per-chain function with a batched implementation of its
-own (NUTS runs its loops while any chain is active, instead of JAX's batching
-of ``while_loop``, which selects every carried array at every step).
-:func:`map_in_place`: chains one after another, each one's state updated in place.
-"""
+"""Batching of sluice's own over chains: a batched implementation of a per-chain function
+under ``vmap`` (:func:`batched_by`), and chains one after another with each one's state
+updated in place (:func:`map_in_place`)."""
 
 from __future__ import annotations
 

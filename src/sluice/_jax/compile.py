@@ -20,12 +20,8 @@ and for programs that run once, such as a run's initialisation): on CPU,
 XLA's backend optimisation level 0 and its older loop emitters compile in
 seconds less and run slower (docs/architecture.md). The run cost grows with
 the state, the compile cost does not: above :data:`FAST_COMPILE_BYTES` of
-arguments and results the defaults are kept.
-
-A run's chunk program, which runs for the whole run, keeps XLA's optimisation
-level but may take the older loop emitters alone (:func:`loop_options`): they
-compile it sooner on CPU, and run it as fast where the run's gradients touch
-little memory.
+arguments and results the defaults are kept. A run's chunk program may take
+the older loop emitters alone (:func:`loop_options`).
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
 ``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
@@ -128,9 +124,8 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
 
     The classic emitters compile a small model's chunk program sooner and run it as
-    fast (``python -m bench chunk-trace``: ``sequential`` against
-    ``sequential/default-emitters``). Their code can be slower where a run moves
-    tens of GB, and a second of compile is then the smaller cost. The options
+    fast (docs/architecture.md); where a run moves tens of GB their code can be
+    slower, and a second of compile is the smaller cost. The options
     change the program's floating-point results, so they must depend only on what
     fixes the draws (the model and the run's length), never on the devices.
     """

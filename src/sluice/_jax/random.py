@@ -1,12 +1,11 @@
 """Threefry-2x32, the generator of ``jax.random``, unrolled: keys and random numbers.
 
-On CPU, JAX lowers Threefry to a rolled loop of about 80 small operations per
-block, more than a small model's gradient; these unrolled versions fuse into
-one operation and give ``jax.random``'s bits exactly. They serve the run's key
-derivation (:func:`fold_in`, :func:`split`; :func:`host_fold_in` on the host
-with NumPy, so building a run's keys compiles nothing) and the random numbers
-of a transition (:func:`bits`, :func:`uniform`, :func:`normal`: a stream and a
-counter per draw).
+On CPU, JAX lowers Threefry to a rolled loop of small operations that costs
+more than a small model's gradient; these unrolled versions fuse into one
+operation and give ``jax.random``'s bits exactly, for the run's keys
+(:func:`fold_in`, :func:`split`; :func:`host_fold_in` with NumPy, compiling
+nothing) and a transition's random numbers (:func:`bits`, :func:`uniform`,
+:func:`normal`: a stream and a counter per draw).
 
 Reference: Salmon, Moraes, Dror & Shaw (2011), "Parallel random numbers: as
 easy as 1, 2, 3".

@@ -28,10 +28,8 @@ Metric, at the end of a window of ``n`` draws:
   exact for a Gaussian whatever the draws (``g = -Sigma^{-1} (x - mu)``), so
   even a short window of transient draws gives a good first metric. The last
   window, whose metric the draws are made with, takes the draws' variance
-  (Stan's): ``var(x_i) var(g_i) >= 1``, with equality only for a Gaussian, so
-  the Fisher diagonal is smaller than the variance, far smaller for a
-  coordinate with heavy tails or a funnel's neck, and chains on it cross
-  those tails slowly;
+  (Stan's): the Fisher diagonal is smaller (``var(x_i) var(g_i) >= 1``), far
+  smaller on heavy tails or a funnel's neck, which chains on it cross slowly;
 * diagonal, given positions only: the draws' variance (Stan);
 * dense: the draws' covariance (Stan);
 

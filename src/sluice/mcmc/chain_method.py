@@ -12,11 +12,8 @@ from sluice.mcmc.protocol import Kernel
 
 __all__ = ["choose_chain_method", "gradient_bytes", "step_bytes"]
 
-# The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of
-# memory traffic that take as long, fitted on CPU (bench/studies/nuts_chain_method.py).
-# The kernel's own traffic per step and dimension and how much longer vectorized
-# chains run than the average chain come from the kernel (Kernel.lockstep,
-# Kernel.bookkeeping_bytes_per_dim: NUTS about 25 float32 passes, 1.5).
+# The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of memory
+# traffic that take as long, fitted on CPU (bench/studies/nuts_chain_method.py).
 _OVERHEAD_BYTES = 64 * 1024
 _GRADIENT_BYTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

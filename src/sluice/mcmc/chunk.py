@@ -15,11 +15,10 @@ nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
 traced arguments, so changing them never recompiles either.
 
 Per draw, the chunk applies the model's transform (and log-likelihood), feeds
-the result to per-draw statistics, and, when the sink keeps draws or the
-statistics take a chunk's draws at once, emits them (with the sample statistics
-when kept) as ``(chains, chunk_size, ...)`` arrays; the latter statistics are
-updated from them by a program of their own (``update_statistics``). Nothing
-traced in here prints, writes or reads the clock.
+the result to per-draw statistics, and emits the draws as ``(chains,
+chunk_size, ...)`` arrays when the sink keeps them or the statistics take a
+chunk at once (:attr:`ChunkProgram.separate_statistics`). Nothing traced in
+here prints, writes or reads the clock.
 """
 
 from __future__ import annotations
@@ -144,7 +143,7 @@ class ChunkProgram:
     @functools.cached_property
     def _jitted(self) -> dict[str, Callable]:
         return {
-            "init": self._build_init(),
+            "init": jax.jit(self._batch(self._init_one, num_unbatched_tail=2)),
             "advance": self._build_advance(),
             "advance_donated": self._build_advance(donate=True),
             "update_statistics": self._build_update_statistics(),
@@ -152,13 +151,10 @@ class ChunkProgram:
         }
 
     # -- one chain ---------------------------------------------------------
-    def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
-        return functools.partial(self.flat_model.logdensity_fn, consts)
-
     def _init_one(
         self, consts: Any, position: jax.Array, chain_id: jax.Array, keys: RunKeys, example: Any
     ) -> tuple[ChainCarry, jax.Array]:
-        logdensity = self._logdensity(consts)
+        logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
         chain_key = jax.random.fold_in(keys.init, chain_id)
         # the kernel's own start (MCLMC's momentum, say): a stream apart from the warmup's
@@ -198,7 +194,7 @@ class ChunkProgram:
         ``cond``, which would copy the statistics' state (an operand one branch
         returns unchanged) at every draw.
         """
-        logdensity = self._logdensity(consts)
+        logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
         warmup_key = jax.random.fold_in(keys.warmup, chain_id)
         draws_key = jax.random.fold_in(keys.draws, chain_id)
@@ -306,12 +302,8 @@ class ChunkProgram:
         position, logdensity = carry.kernel.position, carry.kernel.logdensity
         if logdensity.dtype != position.dtype:
             return jax.eval_shape(lambda: step(warming, start, carry)[1:])
-        counters = ChunkCounters(
-            *(
-                jax.ShapeDtypeStruct((), t)
-                for t in (jnp.int32, jnp.int32, jnp.float32, jnp.int32, jnp.float32)
-            )
-        )
+        int32, float32 = (jax.ShapeDtypeStruct((), t) for t in (jnp.int32, jnp.float32))
+        counters = ChunkCounters(int32, int32, float32, int32, float32)
         record = None
         x = jax.ShapeDtypeStruct(position.shape, position.dtype)
         if self.record:
@@ -390,10 +382,8 @@ class ChunkProgram:
         """
 
         def batched(consts, *args):
-            per_chain, shared = (
-                args[: len(args) - num_unbatched_tail],
-                args[len(args) - num_unbatched_tail :],
-            )
+            n = len(args) - num_unbatched_tail
+            per_chain, shared = args[:n], args[n:]
             one = lambda *pc: fn(consts, *pc, *shared)  # noqa: E731
             if self.chain_method == "vectorized":  # named: cross-chain warmups reduce over it
                 return jax.vmap(one, axis_name=_CHAINS)(*per_chain)
@@ -402,9 +392,6 @@ class ChunkProgram:
             return jax.lax.map(lambda pc: one(*pc), per_chain)
 
         return self._sharded(batched, num_unbatched_tail)
-
-    def _build_init(self) -> Callable:
-        return jax.jit(self._batch(self._init_one, num_unbatched_tail=2))
 
     def _build_update_statistics(self, donate: bool = False) -> Callable:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
