@@ -11,6 +11,7 @@ chunks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -114,7 +115,15 @@ class _HMCFamily:
     def step(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[KernelState, dict[str, jax.Array]]:
-        (position, logdensity, grad), info = self._transition(rng_key, state, logdensity_fn, params)
+        # the transition (hamiltonian's) with this kernel's trajectory setting
+        (position, logdensity, grad), info = self._transition()(
+            rng_key,
+            state,
+            logdensity_fn,
+            params.step_size,
+            params.inverse_mass_matrix,
+            divergence_threshold=self.divergence_threshold,
+        )
         step_size = jnp.asarray(params.step_size, logdensity.dtype)
         info = {**info, "lp": logdensity, "step_size": step_size}
         # the statistics stats_shapes declares, in its order
@@ -179,16 +188,8 @@ class NUTS(_HMCFamily):
                 f"max_tree_depth must be an int in [1, 30], got {self.max_tree_depth!r}"
             )
 
-    def _transition(self, rng_key, state, logdensity_fn, params):
-        return hamiltonian.nuts_step(
-            rng_key,
-            state,
-            logdensity_fn,
-            params.step_size,
-            params.inverse_mass_matrix,
-            max_tree_depth=self.max_tree_depth,
-            divergence_threshold=self.divergence_threshold,
-        )
+    def _transition(self) -> Callable:
+        return functools.partial(hamiltonian.nuts_step, max_tree_depth=self.max_tree_depth)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,16 +208,9 @@ class HMC(_HMCFamily):
                 f"num_integration_steps must be a positive int, got {self.num_integration_steps!r}"
             )
 
-    def _transition(self, rng_key, state, logdensity_fn, params):
-        return hamiltonian.hmc_step(
-            rng_key,
-            state,
-            logdensity_fn,
-            params.step_size,
-            params.inverse_mass_matrix,
-            num_integration_steps=self.num_integration_steps,
-            divergence_threshold=self.divergence_threshold,
-        )
+    def _transition(self) -> Callable:
+        steps = self.num_integration_steps
+        return functools.partial(hamiltonian.hmc_step, num_integration_steps=steps)
 
 
 def window_warmup(
