@@ -104,6 +104,14 @@ def _add_counters(totals: ChunkCounters, one: ChunkCounters, first: jax.Array) -
     return ChunkCounters(*counts, energy)
 
 
+def _run_if(flag: jax.Array, fn: Callable[[Any], Any], operand: Any) -> Any:
+    """``fn(operand)`` if ``flag``, else ``operand``: a loop of zero or one iteration, where
+    a ``cond`` would copy an operand that one branch returns unchanged (the statistics'
+    state, megabytes for a large model) at every step."""
+    trips = jnp.where(flag, jnp.int32(1), jnp.int32(0))
+    return jax.lax.fori_loop(0, trips, lambda _, x: fn(x), operand)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ChunkProgram:
     """The compiled per-run functions: ``init`` (start chains) and ``advance`` (one chunk).
@@ -190,9 +198,7 @@ class ChunkProgram:
         chunk), since the kernel dominates the program's size and compile time. The
         step reads ``carry.params``, which the warmup keeps equal to the adaptation's
         current parameters (and sets to its final ones at the last warmup iteration).
-        Each phase's own work runs in a loop of zero or one iteration rather than a
-        ``cond``, which would copy the statistics' state (an operand one branch
-        returns unchanged) at every draw.
+        Each phase's own work runs only in its phase (:func:`_run_if`).
         """
         logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
@@ -212,7 +218,7 @@ class ChunkProgram:
             stats = {k: v for k, v in stats.items() if not k.startswith("_")}
             across = (self._mean_over_chains(chain_id),) if warmup.across_chains else ()
 
-            def adapt_(_, acc):
+            def adapt_(acc):
                 astate, params, _ = acc
                 astate, extra = warmup.update(
                     aux_key, astate, i, schedule, kstate, private, logdensity, *across
@@ -224,36 +230,30 @@ class ChunkProgram:
                 )
                 return astate, params, extra
 
-            once, never = jnp.int32(1), jnp.int32(0)
-            astate, params, extra = jax.lax.fori_loop(
-                0,
-                jnp.where(warming, once, never),
-                adapt_,
-                (carry.adaptation, carry.params, jnp.int32(0)),
-            )
+            acc = (carry.adaptation, carry.params, jnp.int32(0))
+            astate, params, extra = _run_if(warming, adapt_, acc)
+            sampling = jnp.logical_not(warming)
             statistics = carry.stats
             if self.statistic.update_block is None:  # else by their own program, per chunk
-                statistics = jax.lax.fori_loop(
-                    0,
-                    jnp.where(warming, never, once),
-                    lambda _, s: self.statistic.update(
-                        s, self.flat_model.draws_fn(consts, kstate.position)
-                    ),
-                    statistics,
-                )
+
+                def update(state):  # the draw is made inside: only when sampling
+                    draw = self.flat_model.draws_fn(consts, kstate.position)
+                    return self.statistic.update(state, draw)
+
+                statistics = _run_if(sampling, update, statistics)
             pilot = carry.pilot
             if pilot is not None:  # the last `pilot` warmup draws, for the statistics' init
                 p = self.statistic.pilot
                 row = i - (num_warmup - p)
                 in_window = warming & (row >= 0)
 
-                def keep(_, buf):
+                def keep(buf):
                     draw = self.flat_model.draws_fn(consts, kstate.position)
                     return jax.tree.map(
                         lambda b, x: jax.lax.dynamic_update_index_in_dim(b, x, row, 0), buf, draw
                     )
 
-                pilot = jax.lax.fori_loop(0, jnp.where(in_window, once, never), keep, pilot)
+                pilot = _run_if(in_window, keep, pilot)
             record = None
             if self.record:
                 shape = jax.eval_shape(self._record, consts, kstate.position, stats)
@@ -262,7 +262,6 @@ class ChunkProgram:
                     lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape),
                     lambda: self._record(consts, kstate.position, stats),
                 )
-            sampling = jnp.logical_not(warming)
             max_depth = getattr(self.kernel, "max_tree_depth", None)
             saturated = jnp.bool_(False)
             if max_depth is not None and "tree_depth" in stats:
