@@ -46,7 +46,7 @@ _CHAINS = "chain"  # the vmap axis of a device's chains
 
 
 class RunKeys(NamedTuple):
-    """Root keys of the three independent streams of a run."""
+    """Root keys of the four independent streams of a run."""
 
     init: jax.Array  # (2,) uint32: initial step size search
     warmup: jax.Array  # (2,) uint32
@@ -56,7 +56,7 @@ class RunKeys(NamedTuple):
     @classmethod
     def from_seed(cls, seed: int) -> RunKeys:
         """``fold_in(PRNGKey(seed), i)`` for ``i = 0..3``; on the host with NumPy for
-        seeds in ``[0, 2**31)`` (JAX's eager ops compile small programs: ~70 ms)."""
+        seeds in ``[0, 2**31)`` (JAX's eager ops would compile small programs)."""
         if 0 <= seed < 2**31:  # PRNGKey(seed) is [0, seed]
             root = np.asarray([0, seed], np.uint32)
             return cls(*(random.host_fold_in(root, i) for i in range(4)))
