@@ -49,15 +49,11 @@ def batched_by(one: Callable, many: Callable) -> Callable:
 def map_in_place(one: Callable, per_chain: tuple) -> tuple:
     """``lax.map(one, per_chain)`` for a ``one`` whose first output replaces its first input.
 
-    ``lax.map`` builds its stacked outputs from zeros, reads each chain's inputs
-    out of the stacked ones and writes each result into the new stack: three
-    passes over a carry that may hold tens of megabytes of statistics' states.
-    Here the stacked carry is the scan's own state: each chain's result
-    overwrites its input in place (the chunk program donates the carry), and
-    only the other outputs are stacked by the scan. Each chain's state is still
-    read out as a copy, which ``one`` may use as its own temporary: a statistic
-    whose states are large updates the stack itself
-    (:attr:`sluice.stats.Statistic.update_chains`).
+    ``lax.map`` would make three passes over the stacked carry (which may hold
+    megabytes of statistics' states): here each chain's result overwrites its
+    input in the scan's own state (the chunk program donates the carry), and only
+    the other outputs are stacked. Each chain's state is still read out as a copy,
+    which ``one`` may use as its own temporary.
     """
     carry, rest = per_chain[0], tuple(per_chain[1:])
     n = jax.tree.leaves(carry)[0].shape[0]

@@ -84,9 +84,7 @@ class Schedule(NamedTuple):
     window_ends: jax.Array  # (MAX_WINDOWS,) int32: last step of each slow window, -1 padded
 
 
-# The terminal buffer, where the step size alone adapts after the last metric: 15% of
-# the warmup, at least Stan's 50 iterations (module docstring).
-FINAL_BUFFER_SHARE = 0.15
+FINAL_BUFFER_SHARE = 0.15  # the terminal buffer's share of the warmup (module docstring)
 MIN_FINAL_BUFFER = 50
 
 

@@ -79,11 +79,9 @@ class Kernel(Protocol):
     """An MCMC kernel for the chunk engine (see the module docstring)."""
 
     name: str
-    # cost model of chain_method="auto" (sluice.mcmc.chain_method): how much longer
-    # vectorized chains run than the average chain (lock step), and the kernel's own
-    # memory traffic per step and dimension, in bytes
-    lockstep: float
-    bookkeeping_bytes_per_dim: int
+    # chain_method="auto"'s cost model (sluice.mcmc.chain_method):
+    lockstep: float  # how much longer vectorized chains run than the average chain
+    bookkeeping_bytes_per_dim: int  # the kernel's own memory traffic per step and dimension
 
     def init(
         self, position: jax.Array, logdensity_fn: Callable, rng_key: jax.Array | None = None
