@@ -1,4 +1,4 @@
-"""Pytree helpers (sluice._jax.tree): names of leaves and byte counts."""
+"""Pytree helpers (sluice._jax.tree): names of leaves."""
 
 from typing import NamedTuple
 
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sluice._jax.tree import as_named, named_leaves, named_leaves_dict, nbytes_of, path_name
+from sluice._jax.tree import as_named, named_leaves, named_leaves_dict, path_name
 
 
 class Pair(NamedTuple):
@@ -77,23 +77,6 @@ def test_as_named_returns_flat_dicts_of_arrays():
 
     constants = as_named(lambda p: {"n": 7})(theta)
     assert isinstance(constants["n"], jax.Array) and int(constants["n"]) == 7
-
-
-def test_nbytes_of():
-    assert nbytes_of({}) == 0
-    assert nbytes_of(jnp.zeros((0, 5))) == 0
-    assert nbytes_of(np.zeros((), np.float64)) == 8
-    tree = {
-        "f32": jnp.zeros((3, 4), jnp.float32),  # 48
-        "i64": np.zeros((5,), np.int64),  # 40
-        "b": np.zeros((7,), bool),  # 7
-        "spec": jax.ShapeDtypeStruct((2, 2, 2), jnp.int16),  # 16
-        "nested": [jnp.zeros(10, jnp.uint8), jax.ShapeDtypeStruct((), jnp.float32)],  # 10 + 4
-    }
-    assert nbytes_of(tree) == 48 + 40 + 7 + 16 + 10 + 4
-    assert isinstance(nbytes_of(tree), int)
-    # beyond 2**31 elements the count must not overflow
-    assert nbytes_of(jax.ShapeDtypeStruct((2**20, 2**12), jnp.float32)) == 2**34
 
 
 def test_named_leaves_dict_keeps_nested_names_and_refuses_clashes():

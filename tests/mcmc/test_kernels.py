@@ -23,7 +23,7 @@ import scipy.stats
 
 import sluice
 from sluice.mcmc import hamiltonian
-from sluice.mcmc.kernels import KernelParams, get_kernel, kernel_from_config, kernel_to_config
+from sluice.mcmc.kernels import KernelParams, get_kernel, kernel_from_config
 
 Z = 4.5
 P_MIN = 1e-3
@@ -340,7 +340,7 @@ def test_kernel_config_round_trip_and_validation():
         sluice.nuts(max_tree_depth=7, target_accept=0.9),
         sluice.hmc(num_integration_steps=5),
     ):
-        assert kernel_from_config(kernel_to_config(kernel)) == kernel
+        assert kernel_from_config(kernel.to_config()) == kernel
     assert get_kernel("nuts", max_tree_depth=4) == sluice.nuts(max_tree_depth=4)
     with pytest.raises(ValueError, match="max_tree_depth"):
         sluice.nuts(max_tree_depth=0)

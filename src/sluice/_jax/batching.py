@@ -1,10 +1,6 @@
-"""Batching rules of sluice's own (``custom_vmap``), for vectorized chains.
-
-:func:`batched_by`: a per-chain function with a batched implementation of its
-own (NUTS runs its loops while any chain is active, instead of JAX's batching
-of ``while_loop``, which selects every carried array at every step).
-:func:`map_in_place`: chains one after another, each one's state updated in place.
-"""
+"""Batching of sluice's own over chains: a batched implementation of a per-chain function
+under ``vmap`` (:func:`batched_by`), and chains one after another with each one's state
+updated in place (:func:`map_in_place`)."""
 
 from __future__ import annotations
 
@@ -53,16 +49,11 @@ def batched_by(one: Callable, many: Callable) -> Callable:
 def map_in_place(one: Callable, per_chain: tuple) -> tuple:
     """``lax.map(one, per_chain)`` for a ``one`` whose first output replaces its first input.
 
-    ``lax.map`` builds its stacked outputs from zeros, reads each chain's inputs
-    out of the stacked ones and writes each result into the new stack: three
-    passes over a carry that holds the statistics' states (tens of megabytes for
-    a 1,000-element model with the default statistics), for every chunk; they
-    doubled the statistics' cost at ten chunks per run. Here the stacked carry
-    is the scan's own state: each chain's result overwrites its input in place
-    (the chunk program donates the carry), and only the other outputs are
-    stacked by the scan. Each chain's state is still read out as a copy, which
-    ``one`` may use as its own temporary: a statistic whose states are large
-    updates the stack itself (:attr:`sluice.stats.Statistic.update_chains`).
+    ``lax.map`` would make three passes over the stacked carry (which may hold
+    megabytes of statistics' states): here each chain's result overwrites its
+    input in the scan's own state (the chunk program donates the carry), and only
+    the other outputs are stacked. Each chain's state is still read out as a copy,
+    which ``one`` may use as its own temporary.
     """
     carry, rest = per_chain[0], tuple(per_chain[1:])
     n = jax.tree.leaves(carry)[0].shape[0]

@@ -1,17 +1,13 @@
 """Closure conversion: a function's closed-over arrays made into explicit arguments.
 
-Two places need every array a function closes over as an input, not a
-constant: a model, whose data is passed to compiled programs as arguments
-(so programs do not embed it as HLO constants, and a new data set of the
-same shapes reuses them), and a ``custom_vmap`` rule, which may run after its
-enclosing computation was staged out and must not hold tracers of the trace
-it was written in.
-
+A model's data is passed to compiled programs as arguments (not embedded as
+HLO constants), and a ``custom_vmap`` rule, which may run after its enclosing
+computation was staged out, must not hold tracers of that trace.
 ``jax.closure_convert`` hoists only the closed-over values that might carry a
-tangent: an integer array that is a tracer of an outer ``jit`` (group
-indices of a hierarchical model) stays closed over and breaks the
-``custom_vmap`` rule (``tests/_jax/test_closure.py`` checks that it still
-does). :func:`closure_convert` hoists them all.
+tangent: an integer tracer of an outer ``jit`` (group indices of a
+hierarchical model) stays closed over and breaks the ``custom_vmap`` rule
+(``tests/_jax/test_closure.py`` checks that it still does).
+:func:`closure_convert` hoists them all.
 """
 
 from __future__ import annotations

@@ -3,12 +3,10 @@
 Each workaround here has a test in ``tests/_jax/test_compat.py`` that fails
 once JAX offers a public way (then use it and delete the workaround).
 
-* :func:`wait_at_barrier`: a barrier over the coordination service.
-  ``jax.experimental.multihost_utils.sync_global_devices`` is a device
-  collective: its first use sets up a gloo rendezvous with a fixed 30 s
-  deadline, which processes arriving further apart (a slower host, a longer
-  compile) fail. The coordination service's own barrier has a timeout of
-  our choosing, and a dead peer still ends the wait within JAX's heartbeat.
+* :func:`wait_at_barrier`: a barrier over the coordination service, with a
+  timeout of our choosing (a dead peer still ends the wait within JAX's
+  heartbeat). ``multihost_utils.sync_global_devices`` is a device collective
+  whose gloo rendezvous has a fixed 30 s deadline.
 * :func:`gloo_on_loopback`: gloo's TCP transport binds and advertises the
   machine's hostname, which may not resolve; ``jax.distributed.initialize``
   has no option for the address gloo uses.
@@ -21,15 +19,11 @@ import functools
 __all__ = ["gloo_on_loopback", "wait_at_barrier"]
 
 
-def _client():
-    from jax._src import distributed
-
-    return distributed.global_state.client
-
-
 def wait_at_barrier(name: str, timeout_seconds: float) -> None:
     """Block until every process reaches barrier ``name`` (no-op in one process)."""
-    client = _client()
+    from jax._src import distributed
+
+    client = distributed.global_state.client
     if client is not None:
         client.wait_at_barrier(name, int(timeout_seconds * 1000))
 

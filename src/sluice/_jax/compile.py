@@ -16,18 +16,12 @@ compiles again and raises the error where the user sees it.
 
 Small programs can be compiled for a quick compile rather than a quick run
 (``fast_if_small=True``, used for the statistics' start, merge and finalize,
-and for programs that run once, such as a run's initialisation):
-on CPU, XLA's backend optimisation level 0 and its older loop emitters
-compile the default statistics' merge and finalize in 2.0 s and 1.6 s
-instead of 3.3 s and 4.7 s, and run them in 137 ms and 190 ms instead of
-41 ms and 75 ms, for 1,000 elements (``bench/studies/stats_compile.py``). The run
-cost grows with the state, the compile cost does not: above
-:data:`FAST_COMPILE_BYTES` of arguments and results the defaults are kept.
-
-A run's chunk program, which runs for the whole run, keeps XLA's optimisation
-level but may take the older loop emitters alone (:func:`loop_options`): they
-compile it sooner on CPU, and run it as fast where the run's gradients touch
-little memory.
+and for programs that run once, such as a run's initialisation): on CPU,
+XLA's backend optimisation level 0 and its older loop emitters compile in
+seconds less and run slower (docs/architecture.md). The run cost grows with
+the state, the compile cost does not: above :data:`FAST_COMPILE_BYTES` of
+arguments and results the defaults are kept. A run's chunk program may take
+the older loop emitters alone (:func:`loop_options`).
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
 ``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
@@ -71,11 +65,8 @@ __all__ = [
     "wait",
 ]
 
-# Arguments up to this size (bytes) compile with FAST_COMPILE_OPTIONS on CPU. At 1,000
-# elements the default statistics' merge takes 19 MB of arguments: compiling fast saves
-# ~4.7 s and costs ~1 s of running for 4 chains (3 merges, 5 finalizes); the two break
-# even near 4,700 elements. 32 MiB (arguments and results counted) keeps the fast
-# options below ~1,700 elements.
+# Arguments and results up to this size (bytes) compile with FAST_COMPILE_OPTIONS on CPU:
+# the default statistics' merge below ~1,700 elements (the two costs break even near 4,700).
 FAST_COMPILE_BYTES = int(os.environ.get("SLUICE_FAST_COMPILE_BYTES", 32 * 2**20))
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
@@ -98,23 +89,16 @@ def spec(x: Any) -> Any:
     return x  # a Python scalar: lowered by its type
 
 
-def _signature(args: tuple) -> tuple:
-    """Tree structure, shapes and dtypes of ``args`` (Python scalars by type)."""
+def _entry_key(key: Hashable, args: tuple) -> tuple:
+    """``key`` with the tree structure, shapes and dtypes of ``args`` (Python scalars by type)."""
     leaves, treedef = jax.tree.flatten(args)
-    return treedef, tuple(
+    shapes = tuple(
         (tuple(np.shape(x)), np.dtype(x.dtype).str)
         if hasattr(x, "dtype")
         else ("python", type(x).__name__)
         for x in leaves
     )
-
-
-def _entry_key(key: Hashable, args: tuple) -> tuple:
-    return (key, _signature(args))
-
-
-def _jitted(fn: Callable) -> Any:
-    return fn if hasattr(fn, "lower") else jax.jit(fn)
+    return key, (treedef, shapes)
 
 
 def compile_options(args: Any, outputs: Any = ()) -> dict[str, Any] | None:
@@ -140,9 +124,8 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
 
     The classic emitters compile a small model's chunk program sooner and run it as
-    fast (``python -m bench chunk-trace``: ``sequential`` against
-    ``sequential/default-emitters``). Their code can be slower where a run moves
-    tens of GB, and a second of compile is then the smaller cost. The options
+    fast (docs/architecture.md); where a run moves tens of GB their code can be
+    slower, and a second of compile is the smaller cost. The options
     change the program's floating-point results, so they must depend only on what
     fixes the draws (the model and the run's length), never on the devices.
     """
@@ -199,7 +182,7 @@ def lower(key: Hashable, fn: Callable, args: tuple) -> tuple[Future, Pending | N
     if not owner:
         return future, None
     try:
-        lowered = _jitted(fn).lower(*args)
+        lowered = (fn if hasattr(fn, "lower") else jax.jit(fn)).lower(*args)
     except BaseException as error:
         _fail(entry, future, error)
         raise
@@ -280,10 +263,8 @@ def eager(key: Hashable, fn: Callable, *args: Any) -> Any:
     """``fn(*args)``: traced inline under an outer transformation (its arguments hold a
     tracer), else :func:`call`: compiled once per ``key`` and shapes, with the fast
     options when small. For a statistic's ``merge`` and ``finalize``, which users
-    call on concrete states: run op by op, the default statistics' finalize
-    dispatches some 2,000 operations; compiled with the fast options, their merge
-    and finalize of a 10-element draw take 0.59 s together on a 2-core CPU
-    (``docs/statistics.md``)."""
+    call on concrete states and which run op by op would dispatch some 2,000
+    operations (``docs/statistics.md``)."""
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args)):
         return fn(*args)
     return call(key, fn, *args)

@@ -1,24 +1,19 @@
 """One JAX CPU device per usable core, so that chains run on every core by default.
 
-JAX's CPU backend exposes one device unless told otherwise before it starts
-(``jax_num_cpu_devices`` or XLA's ``--xla_force_host_platform_device_count``),
-and one CPU device runs one program at a time: four chains on it use one
-core's worth of parallelism. sluice places chains over devices
-(:class:`sluice.runtime.parallel.Topology`), so ``import sluice`` asks JAX for
-one CPU device per core this process may run on, **only** when nothing chose
-already:
+JAX's CPU backend exposes one device unless told otherwise before it starts,
+and one CPU device runs one program at a time. sluice places chains over
+devices, so ``import sluice`` asks JAX for one CPU device per core this
+process may run on, **only** when nothing chose already:
 
 * ``SLUICE_CPU_DEVICES=N`` in the environment asks for ``N`` devices
   (``1``: leave JAX's single device);
 * a value of ``jax_num_cpu_devices`` set by the user (``JAX_NUM_CPU_DEVICES``
   or ``jax.config.update``) or ``--xla_force_host_platform_device_count`` in
   ``XLA_FLAGS`` is left as it is;
-* once the backend has started (a JAX computation ran before ``import
-  sluice``) nothing can change; :func:`note_single_core` then says so once
-  when a run could have used more cores.
+* once the backend has started nothing can change; :func:`note_single_core`
+  then says so once when a run could have used more cores.
 
-The setting only adds CPU devices: JAX's default device, and so where the
-user's own computations run, stays ``cpu:0``; accelerators are untouched.
+JAX's default device stays ``cpu:0``; accelerators are untouched.
 :func:`choice` reports what was decided and why (``sluice.cpu_devices()``).
 """
 

@@ -1,14 +1,10 @@
 """Give the heap that an XLA compile leaves behind back to the operating system.
 
-Compiling a large program (the default statistics' ``merge`` and ``finalize``
-are ~1 MB of StableHLO each) makes LLVM allocate and free hundreds of
-megabytes. glibc keeps freed memory in its arenas, and one that a background
-thread used is not reused by the main thread's allocations, so the process's
-resident size kept it for the rest of the run: compiling the default
-statistics' ``merge`` and ``finalize`` raised RSS from 207 to 851 MiB, of
-which ``malloc_trim`` returned 445 MiB (measured with ``bench/studies/rss_trace.py``).
-:func:`release` calls ``malloc_trim(0)`` after each compile; elsewhere than
-glibc it does nothing.
+Compiling a large program makes LLVM allocate and free hundreds of megabytes.
+glibc keeps freed memory in its arenas, and one that a background thread used
+is not reused by the main thread's allocations, so the process's resident size
+would keep it for the rest of the run (docs/architecture.md). :func:`release`
+calls ``malloc_trim(0)`` after each compile; elsewhere than glibc it does nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +34,6 @@ def _malloc_trim():
 def release() -> bool:
     """Return freed heap memory to the operating system; ``True`` if it could try."""
     trim = _malloc_trim()
-    if trim is None:
-        return False
-    trim(0)
-    return True
+    if trim is not None:
+        trim(0)
+    return trim is not None

@@ -1,12 +1,11 @@
 """Threefry-2x32, the generator of ``jax.random``, unrolled: keys and random numbers.
 
-On CPU, JAX lowers Threefry to a rolled loop of about 80 small operations per
-block, more than a small model's gradient; these unrolled versions fuse into
-one operation and give ``jax.random``'s bits exactly. They serve the run's key
-derivation (:func:`fold_in`, :func:`split`; :func:`host_fold_in` on the host
-with NumPy, so building a run's keys compiles nothing) and the random numbers
-of a transition (:func:`bits`, :func:`uniform`, :func:`normal`: a stream and a
-counter per draw).
+On CPU, JAX lowers Threefry to a rolled loop of small operations that costs
+more than a small model's gradient; these unrolled versions fuse into one
+operation and give ``jax.random``'s bits exactly, for the run's keys
+(:func:`fold_in`, :func:`split`; :func:`host_fold_in` with NumPy, compiling
+nothing) and a transition's random numbers (:func:`bits`, :func:`uniform`,
+:func:`normal`: a stream and a counter per draw).
 
 Reference: Salmon, Moraes, Dror & Shaw (2011), "Parallel random numbers: as
 easy as 1, 2, 3".
@@ -40,9 +39,8 @@ def threefry2x32(k0, k1, c0, c1, xp: Any = jnp):
     """Threefry-2x32, 20 rounds (Salmon et al. 2011), the block function of ``jax.random``.
 
     ``xp=numpy`` computes it on the host, for uint32 arrays (no compile). Traced, it
-    is written in ``lax`` operations on broadcast operands: ``jnp``'s operators
-    check and promote types at each of its ~125 operations: 13 ms of tracing per
-    call against 9 ms (medians; a run's init and chunk programs make a dozen)."""
+    is written in ``lax`` operations on broadcast operands, which trace faster than
+    ``jnp``'s operators (those check and promote types at each of ~125 operations)."""
     if xp is not jnp:
         return _threefry_rounds(k0, k1, c0, c1, xp.uint32, _OPERATORS)
     k0, k1, c0, c1 = jnp.broadcast_arrays(*(jnp.asarray(v, jnp.uint32) for v in (k0, k1, c0, c1)))
@@ -105,11 +103,7 @@ def key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def fold_in(key: jax.Array, data: Any) -> jax.Array:
-    """``jax.random.fold_in`` for raw Threefry keys, bit for bit, without the rolled loop.
-
-    On CPU, JAX lowers Threefry to a five-iteration loop of small operations,
-    which costs more than a small model's gradient; this unrolled version fuses
-    into one operation. ``key`` is a raw ``(2,)`` uint32 key.
+    """``jax.random.fold_in`` for a raw ``(2,)`` uint32 Threefry key, bit for bit, unrolled.
 
     Examples
     --------

@@ -7,26 +7,17 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 PyTree = Any
 
 
 def path_name(path: tuple[Any, ...]) -> str:
     """A readable name for a pytree path: ``{"a": [x, y]}`` -> ``"a.0"``, ``"a.1"``."""
-    parts = []
-    for key in path:
-        if isinstance(key, jax.tree_util.DictKey):
-            parts.append(str(key.key))
-        elif isinstance(key, jax.tree_util.SequenceKey):
-            parts.append(str(key.idx))
-        elif isinstance(key, jax.tree_util.GetAttrKey):
-            parts.append(str(key.name))
-        elif isinstance(key, jax.tree_util.FlattenedIndexKey):
-            parts.append(str(key.key))
-        else:  # pragma: no cover - future key kinds
-            parts.append(str(key))
-    return ".".join(parts)
+    names = []
+    for key in path:  # DictKey, FlattenedIndexKey: .key; SequenceKey: .idx; GetAttrKey: .name
+        field = next((f for f in ("key", "idx", "name") if hasattr(key, f)), None)
+        names.append(str(key if field is None else getattr(key, field)))
+    return ".".join(names)
 
 
 def named_leaves(tree: PyTree, default: str = "x") -> dict[str, Any]:
@@ -63,13 +54,3 @@ def named_leaves_dict(d: dict) -> dict[str, Any]:
                 raise ValueError(f"two quantities would both be named {name!r}; rename one of them")
             out[name] = leaf
     return out
-
-
-def nbytes_of(tree: PyTree) -> int:
-    """Bytes of a pytree of arrays or ``ShapeDtypeStruct``."""
-    return int(
-        sum(
-            np.prod(x.shape, dtype=np.int64) * np.dtype(x.dtype).itemsize
-            for x in jax.tree.leaves(tree)
-        )
-    )

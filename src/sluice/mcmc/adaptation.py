@@ -3,25 +3,14 @@
 The schedule has Stan's shape (Stan reference manual, "HMC algorithm
 parameters"): an initial fast buffer (step size only), slow windows that
 double in length (the mass matrix is re-estimated and the step size
-re-initialised at the end of each), and a terminal fast buffer. Stan's
-defaults are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at
-least 50), so that a first
-estimate of the metric is in use after 20 iterations instead of 100. With an
-identity metric on a badly scaled posterior every early iteration costs up to
-``2**max_tree_depth`` gradients, and on a 10,000-dim Gaussian with scales
-over two decades the first 100 iterations were most of the warmup's
-gradients. The windows are then 10, 20, 40, ... long and the last
-one is stretched to the terminal buffer, so the final metric comes from a
-longer window than Stan's (530 iterations instead of 500 for a warmup of
-1000). The terminal buffer's step size is the dual averaging's weighted
-average since its restart at ``log(10 eps)``: over Stan's 50 iterations it
-still carries that transient, and its steps came out smaller than the
-target needs (PyMC's eight schools: step sizes 0.40-0.66 against nutpie's
-0.57-0.72, whose step size has a final window of a fraction of tuning). 15%
-of the warmup (150 of 1,000) gave 1.12 to 1.52 times the ESS per gradient
-of Stan's 50 on four PyMC models, medians of four seeds (eight schools 1.14,
-radon-like intercepts 1.47, a logistic regression 1.12, stochastic
-volatility 1.52; ``python -m bench terminal-buffer``). When the
+re-initialised at the end of each), and a terminal fast buffer. Stan's sizes
+are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at least 50): with
+an identity metric on a badly scaled posterior every early iteration costs up
+to ``2**max_tree_depth`` gradients, so a first metric is in use after 20
+iterations; and the terminal buffer's step size, the dual averaging's average
+since its restart at ``log(10 eps)``, still carries that transient over 50
+iterations (docs/architecture.md has the measurements). The windows are then
+10, 20, 40, ... long, the last one stretched to the terminal buffer. When the
 buffers do not fit, 15 % / 75 % / 10 %; under 20 warmup iterations only the
 step size is adapted.
 
@@ -39,40 +28,23 @@ Metric, at the end of a window of ``n`` draws:
   exact for a Gaussian whatever the draws (``g = -Sigma^{-1} (x - mu)``), so
   even a short window of transient draws gives a good first metric. The last
   window, whose metric the draws are made with, takes the draws' variance
-  (Stan's): by Cauchy-Schwarz ``var(x_i) var(g_i) >= 1``, with equality only
-  for a Gaussian, so the Fisher diagonal is at most the variance and is far
-  smaller for a coordinate with heavy tails or a funnel's neck: the metric
-  gives that coordinate too small a scale, and the chains cross its tails
-  slowly, or not at all in a run's length. On Inference Gym's
-  stochastic volatility (SP500 small) the Fisher diagonal throughout gave step
-  sizes about twice BlackJAX's and NumPyro's (0.16-0.21 against 0.06-0.12)
-  and missed the wide end of the volatility's funnel with no divergence to
-  warn (sd of ``mean_log_volatility`` 0.81 against 1.05, z = 5.6); on the
-  banana a min bulk ESS of 13 against about 200 (``python bench/inference_gym.py
-  --targets sv_small,banana --libraries sluice,sluice-fisher``, the second
-  with ``final_variance=False``). On the 13 posteriordb posteriors of
-  ``python -m bench posteriordb`` the variance in the last window needed a
-  median of 1.23 times fewer gradients per effective draw of the worst
-  parameter (0.74 on the Poisson GP to 4.7 on kilpisjarvi; medians of three
-  seeds; ``bench/results/2026-12-04`` against ``2026-12-05``). The Fisher
-  diagonal stays the metric of the earlier windows and of the low-rank metric;
+  (Stan's): the Fisher diagonal is smaller (``var(x_i) var(g_i) >= 1``), far
+  smaller on heavy tails or a funnel's neck, which chains on it cross slowly;
 * diagonal, given positions only: the draws' variance (Stan);
 * dense: the draws' covariance (Stan);
 
 each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
 
 * low rank plus diagonal (nutpie's): the Fisher diagonal (in every window),
-  and from the window's last ``WINDOW_DRAWS`` draws and gradients the directions where the
-  posterior, scaled by that diagonal, is far from round
+  and from the window's last ``WINDOW_DRAWS`` draws and gradients the
+  directions where the posterior, scaled by that diagonal, is far from round
   (:func:`sluice.mcmc.metric.fit_low_rank`). The draws are kept in a ring of
   fixed size, so the state does not grow with the window. With
-  ``low_rank_max_dim`` a position of more elements takes the diagonal alone:
-  the ring holds ``2 * WINDOW_DRAWS`` numbers per element and chain.
+  ``low_rank_max_dim`` a position of more elements takes the diagonal alone.
 
-Everything here is written for one chain and one warmup step so that the
-engine can scan over steps in chunks and batch over chains. The schedule is a
-function of the absolute step index ``t`` and a small fixed-size array of
-window ends, so a warmup of any length compiles once.
+Everything here is written for one chain and one warmup step, so that the
+engine can scan over steps in chunks and batch over chains; the schedule is a
+fixed-size array of window ends, so a warmup of any length compiles once.
 
 References
 ----------
@@ -112,9 +84,7 @@ class Schedule(NamedTuple):
     window_ends: jax.Array  # (MAX_WINDOWS,) int32: last step of each slow window, -1 padded
 
 
-# The terminal buffer, where the step size alone adapts after the last metric: 15% of
-# the warmup, at least Stan's 50 iterations (module docstring).
-FINAL_BUFFER_SHARE = 0.15
+FINAL_BUFFER_SHARE = 0.15  # the terminal buffer's share of the warmup (module docstring)
 MIN_FINAL_BUFFER = 50
 
 
@@ -210,6 +180,17 @@ def _split(point) -> tuple[jax.Array, jax.Array | None]:
     return point, None
 
 
+def _dual_averaging_start(log_eps: jax.Array) -> dict[str, jax.Array]:
+    """The dual averaging's fields, (re)started at the step size ``exp(log_eps)``."""
+    return {
+        "log_step_size": log_eps,
+        "log_step_size_avg": jnp.zeros_like(log_eps),
+        "da_count": jnp.int32(0),
+        "avg_error": jnp.zeros_like(log_eps),
+        "mu": jnp.log(10.0).astype(log_eps.dtype) + log_eps,
+    }
+
+
 def window_adaptation(
     target_accept: float = 0.8,
     dense_mass: bool = False,
@@ -225,13 +206,13 @@ def window_adaptation(
 
     ``gradient_metric=False`` keeps Stan's variance estimator even when the
     gradients are given; ``final_variance=False`` keeps the Fisher diagonal in
-    the last window too (both about the diagonal metric). ``low_rank=k > 0``: a low-rank plus diagonal metric
-    with at most ``k`` directions (needs the gradients). ``low_rank_max_dim``
-    makes it a preference (``mass_matrix="auto"``): a position of more
-    elements, or of one (no direction to fit), or a point given without its
-    gradient, takes the diagonal.
-    Which one a state holds is a matter of shapes: the ring (``state.window``)
-    is ``None`` for the diagonal.
+    the last window too (both about the diagonal metric). ``low_rank=k > 0``: a
+    low-rank plus diagonal metric with at most ``k`` directions (needs the
+    gradients). ``low_rank_max_dim`` makes it a preference
+    (``mass_matrix="auto"``): a position of more elements, or of one (no
+    direction to fit), or a point given without its gradient, takes the
+    diagonal. Which one a state holds is a matter of shapes: the ring
+    (``state.window``) is ``None`` for the diagonal.
     """
     if low_rank and (dense_mass or not gradient_metric):
         raise ValueError("a low-rank metric is fitted from gradients, on a diagonal")
@@ -245,13 +226,8 @@ def window_adaptation(
             low_rank_max_dim is None or (grad is not None and 2 <= dim <= low_rank_max_dim)
         )
         imm = metric.identity_low_rank(dim, low_rank, dtype) if fitted else eye
-        log_eps = jnp.log(jnp.asarray(step_size, dtype))
         return AdaptationState(
-            log_step_size=log_eps,
-            log_step_size_avg=jnp.zeros((), dtype),
-            da_count=jnp.int32(0),
-            avg_error=jnp.zeros((), dtype),
-            mu=jnp.log(10.0).astype(dtype) + log_eps,
+            **_dual_averaging_start(jnp.log(jnp.asarray(step_size, dtype))),
             count=jnp.int32(0),
             mean=jnp.zeros(dim, dtype),
             m2=jnp.zeros_like(eye),
@@ -361,13 +337,7 @@ def window_adaptation(
 
     def restart(state: AdaptationState, step_size: jax.Array) -> AdaptationState:
         log_eps = jnp.log(step_size).astype(state.log_step_size.dtype)
-        return state._replace(
-            log_step_size=log_eps,
-            log_step_size_avg=jnp.zeros_like(log_eps),
-            da_count=jnp.int32(0),
-            avg_error=jnp.zeros_like(log_eps),
-            mu=jnp.log(10.0).astype(log_eps.dtype) + log_eps,
-        )
+        return state._replace(**_dual_averaging_start(log_eps))
 
     def params(state: AdaptationState) -> tuple[jax.Array, jax.Array]:
         return jnp.exp(state.log_step_size), state.inverse_mass_matrix

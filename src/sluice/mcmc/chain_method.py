@@ -12,11 +12,8 @@ from sluice.mcmc.protocol import Kernel
 
 __all__ = ["choose_chain_method", "gradient_bytes", "step_bytes"]
 
-# The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of
-# memory traffic that take as long, fitted on CPU (bench/studies/nuts_chain_method.py).
-# The kernel's own traffic per step and dimension and how much longer vectorized
-# chains run than the average chain come from the kernel (Kernel.lockstep,
-# Kernel.bookkeeping_bytes_per_dim: NUTS about 25 float32 passes, 1.5).
+# The fixed cost of one gradient evaluation in XLA:CPU operations, in bytes of memory
+# traffic that take as long, fitted on CPU (bench/studies/nuts_chain_method.py).
 _OVERHEAD_BYTES = 64 * 1024
 _GRADIENT_BYTES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -66,9 +63,8 @@ def choose_chain_method(
     so small that its fixed cost dominates; sequential wins when every chain's
     traffic is its own (a high-dimensional Gaussian). The inputs are shapes and
     a compiler estimate, not timings, so every process of a multi-process run
-    makes the same choice. Measured (4 chains, CPU, ``bench/studies/nuts_chain_method.py``): vectorized /
-    sequential time 0.42 (logistic 100 x 10), 0.47 (logistic 10,000 x 100),
-    2.5 (10,000-dim Gaussian); the model picks the faster one in all three.
+    makes the same choice (docs/architecture.md: it picks the faster on the
+    three models of ``bench/studies/nuts_chain_method.py``).
     """
     if devices[0].platform != "cpu":
         return "vectorized"
@@ -76,8 +72,5 @@ def choose_chain_method(
         return "sequential"
     num = chains_per_device
     own = kernel.bookkeeping_bytes_per_dim * flat_model.dim
-    sequential = step_bytes(flat_model, kernel)
-    vectorized = (
-        kernel.lockstep * (_OVERHEAD_BYTES + gradient_bytes(flat_model, num) + num * own) / num
-    )
-    return "vectorized" if vectorized < sequential else "sequential"
+    vectorized = kernel.lockstep * (_OVERHEAD_BYTES + gradient_bytes(flat_model, num) + num * own)
+    return "vectorized" if vectorized / num < step_bytes(flat_model, kernel) else "sequential"

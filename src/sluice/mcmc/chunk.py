@@ -12,19 +12,13 @@ nor on where a chunk starts. A chunk runs iterations ``start .. min(start +
 chunk_size, stop) - 1`` of one phase (``stop`` ends the current phase), in a
 loop with a traced trip count, so a short last chunk is neither recompiled
 nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
-traced arguments, so changing them never recompiles either. The phase is
-the same for a whole chunk; one copy of the kernel step serves both phases,
-and each phase's own work runs in a loop of zero or one iteration
-(:meth:`ChunkProgram._chain_step`).
+traced arguments, so changing them never recompiles either.
 
 Per draw, the chunk applies the model's transform (and log-likelihood), feeds
-the result to per-draw statistics, and, when the sink keeps draws or the
-statistics take a chunk's draws at once, emits them (with the sample statistics
-when kept) as ``(chains, chunk_size, ...)`` arrays; the latter statistics are
-updated from them by a program of their own (``update_statistics``).
-
-Nothing traced in here prints, writes or reads the clock; the host-side
-``ChunkProgram.compiled`` times ahead-of-time compilation.
+the result to per-draw statistics, and emits the draws as ``(chains,
+chunk_size, ...)`` arrays when the sink keeps them or the statistics take a
+chunk at once (:attr:`ChunkProgram.separate_statistics`). Nothing traced in
+here prints, writes or reads the clock.
 """
 
 from __future__ import annotations
@@ -52,7 +46,7 @@ _CHAINS = "chain"  # the vmap axis of a device's chains
 
 
 class RunKeys(NamedTuple):
-    """Root keys of the three independent streams of a run."""
+    """Root keys of the four independent streams of a run."""
 
     init: jax.Array  # (2,) uint32: initial step size search
     warmup: jax.Array  # (2,) uint32
@@ -62,7 +56,7 @@ class RunKeys(NamedTuple):
     @classmethod
     def from_seed(cls, seed: int) -> RunKeys:
         """``fold_in(PRNGKey(seed), i)`` for ``i = 0..3``; on the host with NumPy for
-        seeds in ``[0, 2**31)`` (JAX's eager ops compile small programs: ~70 ms)."""
+        seeds in ``[0, 2**31)`` (JAX's eager ops would compile small programs)."""
         if 0 <= seed < 2**31:  # PRNGKey(seed) is [0, seed]
             root = np.asarray([0, seed], np.uint32)
             return cls(*(random.host_fold_in(root, i) for i in range(4)))
@@ -110,6 +104,14 @@ def _add_counters(totals: ChunkCounters, one: ChunkCounters, first: jax.Array) -
     return ChunkCounters(*counts, energy)
 
 
+def _run_if(flag: jax.Array, fn: Callable[[Any], Any], operand: Any) -> Any:
+    """``fn(operand)`` if ``flag``, else ``operand``: a loop of zero or one iteration, where
+    a ``cond`` would copy an operand that one branch returns unchanged (the statistics'
+    state, megabytes for a large model) at every step."""
+    trips = jnp.where(flag, jnp.int32(1), jnp.int32(0))
+    return jax.lax.fori_loop(0, trips, lambda _, x: fn(x), operand)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ChunkProgram:
     """The compiled per-run functions: ``init`` (start chains) and ``advance`` (one chunk).
@@ -149,7 +151,7 @@ class ChunkProgram:
     @functools.cached_property
     def _jitted(self) -> dict[str, Callable]:
         return {
-            "init": self._build_init(),
+            "init": jax.jit(self._batch(self._init_one, num_unbatched_tail=2)),
             "advance": self._build_advance(),
             "advance_donated": self._build_advance(donate=True),
             "update_statistics": self._build_update_statistics(),
@@ -157,13 +159,10 @@ class ChunkProgram:
         }
 
     # -- one chain ---------------------------------------------------------
-    def _logdensity(self, consts: Any) -> Callable[[jax.Array], jax.Array]:
-        return functools.partial(self.flat_model.logdensity_fn, consts)
-
     def _init_one(
         self, consts: Any, position: jax.Array, chain_id: jax.Array, keys: RunKeys, example: Any
     ) -> tuple[ChainCarry, jax.Array]:
-        logdensity = self._logdensity(consts)
+        logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
         chain_key = jax.random.fold_in(keys.init, chain_id)
         # the kernel's own start (MCLMC's momentum, say): a stream apart from the warmup's
@@ -196,17 +195,12 @@ class ChunkProgram:
         """One chain's ``step(warming, i, carry) -> (carry, counters, record)``.
 
         One kernel step serves both phases (``warming`` is the same for a whole
-        chunk): two phase-specific copies of the kernel made the program twice as
-        large, and the kernel dominates its compile time. The step reads
-        ``carry.params``, which the warmup keeps equal to the adaptation's current
-        parameters (and sets to its final ones at the last warmup iteration).
-
-        Each phase's own work (the adaptation; the statistics' update) runs in a
-        loop of zero or one iteration rather than a ``cond``: XLA copies a
-        ``cond``'s operand that one branch returns unchanged, and the statistics'
-        state (megabytes for a large model) was copied at every draw.
+        chunk), since the kernel dominates the program's size and compile time. The
+        step reads ``carry.params``, which the warmup keeps equal to the adaptation's
+        current parameters (and sets to its final ones at the last warmup iteration).
+        Each phase's own work runs only in its phase (:func:`_run_if`).
         """
-        logdensity = self._logdensity(consts)
+        logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
         warmup_key = jax.random.fold_in(keys.warmup, chain_id)
         draws_key = jax.random.fold_in(keys.draws, chain_id)
@@ -224,7 +218,7 @@ class ChunkProgram:
             stats = {k: v for k, v in stats.items() if not k.startswith("_")}
             across = (self._mean_over_chains(chain_id),) if warmup.across_chains else ()
 
-            def adapt_(_, acc):
+            def adapt_(acc):
                 astate, params, _ = acc
                 astate, extra = warmup.update(
                     aux_key, astate, i, schedule, kstate, private, logdensity, *across
@@ -236,36 +230,30 @@ class ChunkProgram:
                 )
                 return astate, params, extra
 
-            once, never = jnp.int32(1), jnp.int32(0)
-            astate, params, extra = jax.lax.fori_loop(
-                0,
-                jnp.where(warming, once, never),
-                adapt_,
-                (carry.adaptation, carry.params, jnp.int32(0)),
-            )
+            acc = (carry.adaptation, carry.params, jnp.int32(0))
+            astate, params, extra = _run_if(warming, adapt_, acc)
+            sampling = jnp.logical_not(warming)
             statistics = carry.stats
             if self.statistic.update_block is None:  # else by their own program, per chunk
-                statistics = jax.lax.fori_loop(
-                    0,
-                    jnp.where(warming, never, once),
-                    lambda _, s: self.statistic.update(
-                        s, self.flat_model.draws_fn(consts, kstate.position)
-                    ),
-                    statistics,
-                )
+
+                def update(state):  # the draw is made inside: only when sampling
+                    draw = self.flat_model.draws_fn(consts, kstate.position)
+                    return self.statistic.update(state, draw)
+
+                statistics = _run_if(sampling, update, statistics)
             pilot = carry.pilot
             if pilot is not None:  # the last `pilot` warmup draws, for the statistics' init
                 p = self.statistic.pilot
                 row = i - (num_warmup - p)
                 in_window = warming & (row >= 0)
 
-                def keep(_, buf):
+                def keep(buf):
                     draw = self.flat_model.draws_fn(consts, kstate.position)
                     return jax.tree.map(
                         lambda b, x: jax.lax.dynamic_update_index_in_dim(b, x, row, 0), buf, draw
                     )
 
-                pilot = jax.lax.fori_loop(0, jnp.where(in_window, once, never), keep, pilot)
+                pilot = _run_if(in_window, keep, pilot)
             record = None
             if self.record:
                 shape = jax.eval_shape(self._record, consts, kstate.position, stats)
@@ -274,7 +262,6 @@ class ChunkProgram:
                     lambda: jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape),
                     lambda: self._record(consts, kstate.position, stats),
                 )
-            sampling = jnp.logical_not(warming)
             max_depth = getattr(self.kernel, "max_tree_depth", None)
             saturated = jnp.bool_(False)
             if max_depth is not None and "tree_depth" in stats:
@@ -309,17 +296,13 @@ class ChunkProgram:
 
     def _step_output_shapes(self, consts, carry: ChainCarry, warming, start, step: Callable):
         """Shapes of ``step``'s ``(counters, record)``, without tracing a kernel step
-        (a NUTS transition costs ~0.1 s to trace) when the kernel declares its
-        statistics' shapes and the log-density has the positions' dtype."""
+        where the log-density has the positions' dtype (the kernel declares its
+        statistics' shapes)."""
         position, logdensity = carry.kernel.position, carry.kernel.logdensity
         if logdensity.dtype != position.dtype:
             return jax.eval_shape(lambda: step(warming, start, carry)[1:])
-        counters = ChunkCounters(
-            *(
-                jax.ShapeDtypeStruct((), t)
-                for t in (jnp.int32, jnp.int32, jnp.float32, jnp.int32, jnp.float32)
-            )
-        )
+        int32, float32 = (jax.ShapeDtypeStruct((), t) for t in (jnp.int32, jnp.float32))
+        counters = ChunkCounters(int32, int32, float32, int32, float32)
         record = None
         x = jax.ShapeDtypeStruct(position.shape, position.dtype)
         if self.record:
@@ -331,14 +314,9 @@ class ChunkProgram:
         return counters, record
 
     def _loop(self, consts, carry: ChainCarry, start, stop, num_warmup, step: Callable):
-        """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase.
-
-        A chunk lies within one phase (the host never lets one straddle the end of
-        warmup), so ``warming`` is the same for all its iterations, and the loop
-        runs only over valid iterations: a short chunk does no work for its missing
-        ones. Records go to row ``i - start`` of preallocated ``(chunk_size, ...)``
-        buffers (left at zero during warmup).
-        """
+        """Run iterations ``start .. min(start + chunk_size, stop) - 1`` of one phase (the
+        host never lets a chunk straddle the end of warmup). Records go to row ``i -
+        start`` of preallocated ``(chunk_size, ...)`` buffers (zeros during warmup)."""
         end = jnp.minimum(start + self.chunk_size, stop)
         warming = start < num_warmup
         counters_shape, record_shape = self._step_output_shapes(consts, carry, warming, start, step)
@@ -369,12 +347,8 @@ class ChunkProgram:
         updated by their own program, ``update_statistics`` (``(stats, draws, count) ->
         stats``, every chain), from the draws the chunk program outputs, rather than
         inside the sampler's loop. The session then runs ``advance`` on a carry whose
-        ``stats`` are ``None``.
-
-        Apart, each program compiles with the options that suit it: the statistics'
-        update of a 1,000-element draw runs 1.9x faster with XLA's default emitters
-        than with the classic ones, NUTS 1.3x slower (``bench/stats_overhead.py``);
-        and the draws no longer depend on which statistics a run computes."""
+        ``stats`` are ``None``. Apart, each program compiles with the XLA options that
+        suit it, and the draws do not depend on which statistics a run computes."""
         return self.statistic.update_block is not None
 
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):
@@ -407,10 +381,8 @@ class ChunkProgram:
         """
 
         def batched(consts, *args):
-            per_chain, shared = (
-                args[: len(args) - num_unbatched_tail],
-                args[len(args) - num_unbatched_tail :],
-            )
+            n = len(args) - num_unbatched_tail
+            per_chain, shared = args[:n], args[n:]
             one = lambda *pc: fn(consts, *pc, *shared)  # noqa: E731
             if self.chain_method == "vectorized":  # named: cross-chain warmups reduce over it
                 return jax.vmap(one, axis_name=_CHAINS)(*per_chain)
@@ -420,19 +392,10 @@ class ChunkProgram:
 
         return self._sharded(batched, num_unbatched_tail)
 
-    def _build_init(self) -> Callable:
-        def init_one(consts, position, chain_id, keys, example):
-            return self._init_one(consts, position, chain_id, keys, example)
-
-        return jax.jit(self._batch(init_one, num_unbatched_tail=2))
-
     def _build_update_statistics(self, donate: bool = False) -> Callable:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
         first ``count`` rows of a chunk's ``draws`` (``{"posterior": ...}`` of
-        ``advance``'s outputs), one chain after another with each state updated in place
-        (:func:`map_in_place`; each chain's update is then the program a single chain's
-        would be). ``donate``: the statistics' states are reused (as ``advance_donated``
-        reuses the carry)."""
+        ``advance``'s outputs). ``donate``: the statistics' states are reused."""
         update = chains_update(self.statistic)
 
         def batched(_consts, stats, draws, count):
@@ -440,7 +403,7 @@ class ChunkProgram:
 
         sharded = self._sharded(batched, num_unbatched_tail=1)
 
-        def update_statistics(stats, draws, count):
+        def update_statistics(stats, draws, count):  # named: bench/stats_scale.py times it
             return sharded((), stats, draws, count)
 
         return jax.jit(update_statistics, donate_argnums=(0,) if donate else ())
@@ -461,10 +424,8 @@ class ChunkProgram:
         }
 
     def _build_advance(self, donate: bool = False) -> Callable:
-        # ``advance`` does not donate its carry: with checkpoints, the host still reads
-        # chunk k's carry after dispatching chunk k+1. ``advance_donated`` (runs without
-        # checkpoints) does: each chunk's carry reuses the previous one's buffers, where
-        # fresh ones made the allocator's footprint grow with the number of chunks.
+        # ``advance_donated`` (runs without checkpoints) reuses the carry's buffers;
+        # ``advance`` keeps them: with checkpoints the host still reads chunk k's carry.
         batched = self._batch(self._advance_one, num_unbatched_tail=5, carry_first=True)
         return jax.jit(batched, donate_argnums=(1,) if donate else ())
 
@@ -474,8 +435,7 @@ def sample_stats_shapes(flat_model: FlatModel, kernel: Kernel) -> dict[str, jax.
 
     The kernel's declaration (:meth:`~sluice.mcmc.protocol.Kernel.stats_shapes`)
     when the log-density has the positions' dtype; a traced transition when it
-    has another (mixed precision), which costs ~0.1 s for NUTS.
-    """
+    has another (mixed precision)."""
     x = jax.ShapeDtypeStruct((flat_model.dim,), flat_model.dtype)
     logdensity = functools.partial(flat_model.logdensity_fn, flat_model.consts)
     if jax.eval_shape(logdensity, x).dtype == flat_model.dtype:

@@ -2,19 +2,16 @@
 
 Both are frozen, hashable descriptions (their settings) whose pure methods
 work on one chain's flat vector. The transitions are sluice's own
-(:mod:`sluice.mcmc.hamiltonian`): an iterative multinomial NUTS and static
-HMC written for the chunk engine (no copy of the trajectory per step, inline
-random numbers, and a batched implementation for vectorized chains). They
-follow BlackJAX's and NumPyro's NUTS in distribution and cost fewer
-operations per gradient; ``bench/studies/nuts_kernels.py`` measures this. Their
-warmup (:meth:`warmup`) is Stan's window adaptation (:mod:`sluice.mcmc.adaptation`)
+(:mod:`sluice.mcmc.hamiltonian`), written for the chunk engine. Their warmup
+(:meth:`warmup`) is Stan's window adaptation (:mod:`sluice.mcmc.adaptation`)
 with Stan's step-size search after each window, written to run in compiled
-chunks with progress and no per-step trace.
+chunks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -33,16 +30,14 @@ __all__ = [
     "get_kernel",
     "hmc",
     "kernel_from_config",
-    "kernel_to_config",
     "nuts",
     "window_warmup",
 ]
 
 
 MASS_MATRICES = ("auto", "diag", "dense", "low_rank")
-# mass_matrix="auto": the low-rank metric up to this many elements, the diagonal beyond.
-# Its warmup ring holds 2 * WINDOW_DRAWS numbers per element and chain (10,000
-# elements: 10 MiB per float32 chain), and each window's fit an SVD of those draws.
+# mass_matrix="auto": the low-rank metric up to this many elements (its warmup ring and
+# each window's fit grow with them; docs/kernels.md), the diagonal beyond.
 LOW_RANK_MAX_DIM = 10_000
 
 
@@ -117,6 +112,24 @@ class _HMCFamily:
             names["tree_depth"] = count
         return {**names, "n_steps": count, "diverging": flag, "energy": real}
 
+    def step(
+        self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
+    ) -> tuple[KernelState, dict[str, jax.Array]]:
+        # the transition (hamiltonian's) with this kernel's trajectory setting
+        (position, logdensity, grad), info = self._transition()(
+            rng_key,
+            state,
+            logdensity_fn,
+            params.step_size,
+            params.inverse_mass_matrix,
+            divergence_threshold=self.divergence_threshold,
+        )
+        step_size = jnp.asarray(params.step_size, logdensity.dtype)
+        info = {**info, "lp": logdensity, "step_size": step_size}
+        # the statistics stats_shapes declares, in its order
+        stats = {name: info[name] for name in self.stats_shapes(logdensity.dtype)}
+        return KernelState(position, logdensity, grad), stats
+
     def find_step_size(
         self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
     ) -> tuple[jax.Array, jax.Array]:
@@ -175,29 +188,8 @@ class NUTS(_HMCFamily):
                 f"max_tree_depth must be an int in [1, 30], got {self.max_tree_depth!r}"
             )
 
-    def step(
-        self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
-    ) -> tuple[KernelState, dict[str, jax.Array]]:
-        (position, logdensity, grad), info = hamiltonian.nuts_step(
-            rng_key,
-            state,
-            logdensity_fn,
-            params.step_size,
-            params.inverse_mass_matrix,
-            max_tree_depth=self.max_tree_depth,
-            divergence_threshold=self.divergence_threshold,
-        )
-        state = KernelState(position, logdensity, grad)
-        stats = {
-            "lp": logdensity,
-            "acceptance_rate": info["acceptance_rate"],
-            "step_size": jnp.asarray(params.step_size, logdensity.dtype),
-            "tree_depth": info["tree_depth"],
-            "n_steps": info["n_steps"],
-            "diverging": info["diverging"],
-            "energy": info["energy"],
-        }
-        return state, stats
+    def _transition(self) -> Callable:
+        return functools.partial(hamiltonian.nuts_step, max_tree_depth=self.max_tree_depth)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,28 +208,9 @@ class HMC(_HMCFamily):
                 f"num_integration_steps must be a positive int, got {self.num_integration_steps!r}"
             )
 
-    def step(
-        self, rng_key: jax.Array, state: KernelState, logdensity_fn: Callable, params: KernelParams
-    ) -> tuple[KernelState, dict[str, jax.Array]]:
-        (position, logdensity, grad), info = hamiltonian.hmc_step(
-            rng_key,
-            state,
-            logdensity_fn,
-            params.step_size,
-            params.inverse_mass_matrix,
-            num_integration_steps=self.num_integration_steps,
-            divergence_threshold=self.divergence_threshold,
-        )
-        state = KernelState(position, logdensity, grad)
-        stats = {
-            "lp": logdensity,
-            "acceptance_rate": info["acceptance_rate"],
-            "step_size": jnp.asarray(params.step_size, logdensity.dtype),
-            "n_steps": info["n_steps"],
-            "diverging": info["diverging"],
-            "energy": info["energy"],
-        }
-        return state, stats
+    def _transition(self) -> Callable:
+        steps = self.num_integration_steps
+        return functools.partial(hamiltonian.hmc_step, num_integration_steps=steps)
 
 
 def window_warmup(
@@ -267,32 +240,34 @@ def window_warmup(
     def params(state):
         return to_params(*adapt.params(state))
 
+    def restarted(rng_key, kstate, logdensity_fn, state):
+        """``state`` restarted at a step size searched anew, and the gradients it took."""
+        step_size, inverse_mass_matrix = adapt.params(state)
+        x = (kstate.position, kstate.logdensity, kstate.logdensity_grad)
+        step_size, num_grads = hamiltonian.find_step_size(
+            rng_key, x, logdensity_fn, step_size, inverse_mass_matrix, target=0.8
+        )
+        return adapt.restart(state, step_size), num_grads
+
     def init(rng_key: jax.Array, kstate: Any, logdensity_fn: Callable):
         state = adapt.init(kstate, initial_step_size)
         if step_size_only:
             return adapt.restart(state, jnp.asarray(initial_step_size)), jnp.int32(0)
-        step_size, num_grads = _find_step_size(rng_key, kstate, logdensity_fn, state)
-        return adapt.restart(state, step_size), num_grads
-
-    def _find_step_size(rng_key, kstate, logdensity_fn, state):
-        step_size, inverse_mass_matrix = adapt.params(state)
-        x = (kstate.position, kstate.logdensity, kstate.logdensity_grad)
-        return hamiltonian.find_step_size(
-            rng_key, x, logdensity_fn, step_size, inverse_mass_matrix, target=0.8
-        )
+        return restarted(rng_key, kstate, logdensity_fn, state)
 
     def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
         state, window_ended = adapt.update(
             state, iteration, schedule, kstate, stats["acceptance_rate"]
         )
-
-        def new_step_size(state):  # Stan re-initialises the step size for the new metric
-            step_size, n = _find_step_size(rng_key, kstate, logdensity_fn, state)
-            return adapt.restart(state, step_size), n
-
-        # the low-rank ring stays out of the cond (XLA would copy it at every step)
+        # Stan re-initialises the step size for the new metric. The low-rank ring stays
+        # out of the cond (XLA would copy it at every step).
         window, state = state.window, state._replace(window=None)
-        state, n = jax.lax.cond(window_ended, new_step_size, lambda a: (a, jnp.int32(0)), state)
+        state, n = jax.lax.cond(
+            window_ended,
+            lambda s: restarted(rng_key, kstate, logdensity_fn, s),
+            lambda s: (s, jnp.int32(0)),
+            state,
+        )
         return state._replace(window=window), n
 
     def final(state):
@@ -351,12 +326,7 @@ def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
     raise TypeError(f"kernel must be 'nuts', 'hmc' or a kernel object, got {kernel!r}")
 
 
-def kernel_to_config(kernel: Kernel) -> dict[str, Any]:
-    """A JSON-able description: ``{"name": "nuts", "max_tree_depth": 10, ...}``."""
-    return kernel.to_config()
-
-
 def kernel_from_config(config: dict[str, Any]) -> Kernel:
-    """The inverse of :func:`kernel_to_config`."""
+    """The inverse of a kernel's ``to_config()``."""
     settings = dict(config)
     return get_kernel(settings.pop("name"), **settings)

@@ -25,27 +25,16 @@ SPD geometric mean ``Sigma = C_g^{-1} # C_x`` of the draws' covariance ``C_x``
 and the inverse of the gradients' covariance ``C_g`` (exact for a Gaussian,
 whatever the draws: ``g = -Sigma^{-1} (x - mu)``). Of ``Sigma``'s eigenvalues,
 those beyond ``[1 / cutoff, cutoff]`` are kept (the ``rank`` largest in
-``|log lam|``); the others become one. Two choices differ from nutpie's, both
-measured on float32 runs (4 chains x 1,000 + 1,000, ``sluice.nuts``):
+``|log lam|``); the others become one. Two choices differ from nutpie's
+(docs/architecture.md has the measurements):
 
 * the subspace is the span of the draws alone, not of the draws and the
   gradients together: with fewer draws than dimensions, directions only the
   gradients span have no draw variance but the ridge, and their fitted
-  eigenvalues were artefacts (1e-38 on a 200-dim Gaussian with independent
-  scales, where the right answer is the diagonal alone);
-* ``cutoff = 2`` rather than nutpie's 100: on a 20-dim Gaussian with three
-  directions 400, 100 and 0.01 times the rest (after scales over two
-  decades), 100 kept two directions and needed 177 gradients per effective
-  draw of the worst coordinate, 2 kept twelve and needed 4.3 (the diagonal
-  alone: 1,375); on a logistic regression with collinear predictors
-  (500 x 50) 13 instead of 111 (100 kept none); on the 200-dim Gaussian it
-  keeps none, as 100 does. The rank is fixed (``max_rank``), so a lower
-  cutoff costs nothing per step. (``python -m bench mass-matrix``.)
-
-The square roots come from singular values of stacked factors, never from
-eigenvalues of products (``C_g^{1/2} C_x C_g^{1/2}`` has about the square of
-their condition), and under ``vmap`` the chains are fitted one after the other
-(:func:`fit_low_rank`).
+  eigenvalues are artefacts;
+* ``cutoff = 2`` rather than nutpie's 100, whose wide band leaves moderately
+  elongated directions to the diagonal; the rank is fixed (``max_rank``), so
+  keeping them costs nothing per step.
 
 References
 ----------
@@ -75,9 +64,8 @@ __all__ = [
 ]
 
 
-# A U of fewer entries is applied by broadcasts (quicker to compile than dots); one of at
-# least this many by dots, skipped by a cond where no direction was kept (for a small U
-# the branch costs more than the products). See _sym.
+# A U of fewer entries is applied by broadcasts, one of more by dots that a cond skips
+# where no direction was kept (see _sym).
 SKIP_ELEMENTS = 4096
 CUTOFF = 2.0  # eigenvalues within [1 / CUTOFF, CUTOFF] are left to the diagonal (docstring)
 
@@ -136,10 +124,8 @@ def _sym(f: LowRankFactor, coefficient: jax.Array, z: jax.Array) -> jax.Array:
 
     A ``U`` of fewer than :data:`SKIP_ELEMENTS` entries is applied by broadcast
     products and sums, which XLA:CPU compiles in about half the time of two
-    ``dot`` ops (twelve applications of a 10 x 16 ``U`` in a loop, classic
-    emitters: 0.45 s with dots, 0.25 s with broadcasts, 0.08 s with neither),
-    and NUTS applies it at about a dozen places. A larger one goes through
-    ``dot`` and is skipped where every coefficient is zero (no direction kept)."""
+    ``dot`` ops (NUTS applies it at about a dozen places); a larger one goes
+    through ``dot`` and is skipped where every coefficient is zero."""
     u = f.vectors
     if u.size < SKIP_ELEMENTS:
         return z + jnp.sum(u * (coefficient * jnp.sum(u * z[..., None], axis=-2))[..., None, :], -1)
@@ -183,10 +169,8 @@ def fit_low_rank(positions, gradients, valid, diagonal, rank: int, **settings) -
 
     Under ``vmap`` (vectorized chains) the chains are fitted one after the
     other (``lax.map``): jaxlib's batched SVD and eigendecompositions on CPU
-    split the batch over XLA's intra-op thread pool and wait for it, and with
-    several CPU devices running at once that wait was seen to never end (4
-    chains on 2 devices hung with every thread idle; 1 device, or one chain
-    per device, did not).
+    wait on XLA's intra-op thread pool, which hangs with several CPU devices
+    running at once.
     """
 
     def one(positions, gradients, valid, diagonal, _consts):

@@ -5,21 +5,16 @@ same program) with pure functions for ONE chain on a flat ``(dim,)``
 position, in the shape of BlackJAX's ``SamplingAlgorithm``:
 
 * ``init(position, logdensity_fn, rng_key) -> state``; the state has
-  ``position``, ``logdensity`` and ``logdensity_grad`` (the engine checks the
-  starting values for finiteness from them); ``rng_key`` is the chain's own
-  (for kernels that draw at the start, as MCLMC draws a momentum);
+  ``position``, ``logdensity`` and ``logdensity_grad`` (checked to be finite);
+  ``rng_key`` is the chain's own (MCLMC draws its first momentum with it);
 * ``step(rng_key, state, logdensity_fn, params) -> (state, stats)``, with
-  ``stats`` a dict of per-draw sample statistics under ArviZ's names; every
-  kernel reports ``n_steps`` (gradient evaluations), ``diverging`` and
-  ``acceptance_rate``, which the chunk sums;
+  ``stats`` per-draw sample statistics under ArviZ's names, among them
+  ``n_steps`` (gradient evaluations), ``diverging`` and ``acceptance_rate``;
 * ``warmup() -> Warmup``: how the kernel tunes its ``params`` during warmup;
-* ``stats_shapes(dtype)``: the shapes of ``stats`` for positions of ``dtype``
-  (so that nothing traces a transition to learn them);
-* ``to_config()``: a JSON-able description (``{"name": ..., settings}``),
-  recorded in stores.
+* ``stats_shapes(dtype)``: the shapes of ``stats`` for positions of ``dtype``;
+* ``to_config()``: a JSON-able description (``{"name": ..., settings}``).
 
-The chunk (:mod:`sluice.mcmc.chunk`) knows kernels through this interface
-only.
+The chunk (:mod:`sluice.mcmc.chunk`) knows kernels through this interface only.
 """
 
 from __future__ import annotations
@@ -84,11 +79,9 @@ class Kernel(Protocol):
     """An MCMC kernel for the chunk engine (see the module docstring)."""
 
     name: str
-    # cost model of chain_method="auto" (sluice.mcmc.chain_method): how much longer
-    # vectorized chains run than the average chain (lock step), and the kernel's own
-    # memory traffic per step and dimension, in bytes
-    lockstep: float
-    bookkeeping_bytes_per_dim: int
+    # chain_method="auto"'s cost model (sluice.mcmc.chain_method):
+    lockstep: float  # how much longer vectorized chains run than the average chain
+    bookkeeping_bytes_per_dim: int  # the kernel's own memory traffic per step and dimension
 
     def init(
         self, position: jax.Array, logdensity_fn: Callable, rng_key: jax.Array | None = None
