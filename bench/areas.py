@@ -275,6 +275,11 @@ AREAS: tuple[Area, ...] = (
             Job("pymc-models-auto", "bench/pymc_models.py "
                 "--samplers sluice,sluice-diag,numpyro,nutpie --reps 2", parse_rows,
                 f"{PYMC_QUICK} sluice,sluice-diag"),
+            # the family: every model but the GP, sluice at its defaults beside the two others
+            Job("pymc-models-family", f"{PYMC} logistic,radon,stochastic_volatility,"
+                "eight_schools,logistic_well,radon_nc,radon_slopes,linear,poisson,hier_logistic "
+                "--samplers sluice,numpyro,nutpie --reps 3", parse_rows,
+                f"{PYMC_QUICK} sluice"),
             # the GP alone, without PyMC's NumPyro path (two minutes a run)
             Job("pymc-models-gp", f"{PYMC} gp --samplers sluice,sluice-one-device,nutpie "
                 "--reps 2", parse_rows, f"{PYMC_QUICK} sluice"),

@@ -15,16 +15,31 @@ process may run on, **only** when nothing chose already:
 
 JAX's default device stays ``cpu:0``; accelerators are untouched.
 :func:`choice` reports what was decided and why (``sluice.cpu_devices()``).
+
+With every core a device, a run's LAPACK calls (jaxlib's CPU decompositions go
+through SciPy's OpenBLAS: the low-rank metric's SVDs, a dense metric's
+Cholesky factor) would each start OpenBLAS's own threads on cores that other
+devices are using; :func:`one_blas_thread` keeps OpenBLAS to one thread while
+a run is on the CPU (docs/architecture.md has the measurements).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import warnings
+from collections.abc import Iterator
 
-__all__ = ["CpuDevices", "choice", "note_single_core", "usable_cores", "use_every_core"]
+__all__ = [
+    "CpuDevices",
+    "choice",
+    "note_single_core",
+    "one_blas_thread",
+    "usable_cores",
+    "use_every_core",
+]
 
 ENV = "SLUICE_CPU_DEVICES"
 _FLAG = "--xla_force_host_platform_device_count"
@@ -116,3 +131,17 @@ def note_single_core(num_chains: int, devices: list) -> None:
         RuntimeWarning,
         stacklevel=3,
     )
+
+
+@contextlib.contextmanager
+def one_blas_thread(devices: list) -> Iterator[None]:
+    """OpenBLAS (and any other BLAS loaded) limited to one thread while the block runs,
+    where ``devices`` are CPU devices; elsewhere nothing changes. The limit is the
+    process's (``threadpoolctl``), restored on leaving."""
+    if not devices or devices[0].platform != "cpu":
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 
+from sluice._jax import cores
 from sluice.io.sinks import resolve_sink
 from sluice.mcmc.kernels import get_kernel
 from sluice.mcmc.protocol import Kernel
@@ -170,8 +171,9 @@ def sample(
     try:
         open_sink(plan, sink)
         session = Session(plan, sink, progress)
-        session.start()
-        return session.run()
+        with cores.one_blas_thread(plan.topology.devices):
+            session.start()
+            return session.run()
     finally:
         sink.close()  # also on failure: a store's lock is released
 
@@ -246,13 +248,14 @@ def resume(
     checkpoint = sink.load_checkpoint()
     try:
         session = Session(plan, sink, progress)
-        if checkpoint is None:  # stopped before its first chunk ended: start again, same settings
-            open_sink(plan, sink)
-            session.start()
-        else:
-            sink.attach(plan.layout)
-            session.restore(checkpoint)
-        return session.run()
+        with cores.one_blas_thread(plan.topology.devices):
+            if checkpoint is None:  # stopped before its first chunk ended: start again
+                open_sink(plan, sink)
+                session.start()
+            else:
+                sink.attach(plan.layout)
+                session.restore(checkpoint)
+            return session.run()
     finally:
         sink.close()  # also on failure: a store's lock is released
 
