@@ -88,3 +88,30 @@ def test_a_backend_started_before_import_is_reported_once_when_a_run_could_use_m
     assert len(messages) == 1, messages
     assert "2 chains share JAX's one CPU device" in messages[0]
     assert "JAX_NUM_CPU_DEVICES=4" in messages[0]
+
+
+def test_a_cpu_run_holds_openblas_to_one_thread_and_restores_it():
+    """Inside a run on CPU devices every BLAS threadpool threadpoolctl sees has one
+    thread (each core is a device already); the caller's setting is back afterwards."""
+    import jax
+    import jax.numpy as jnp
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import sluice
+
+    def threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    seen = []
+
+    def log_density(x):
+        jax.debug.callback(lambda: seen.append(threads()))
+        return -0.5 * jnp.sum(x**2)
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = threads()
+        sluice.sample(log_density, init=jnp.zeros(2), chains=2, warmup=5, draws=5,
+                      progress=False, sink=None)  # fmt: skip
+        after = threads()
+    assert before and after == before
+    assert seen and all(n == [1] * len(before) for n in seen)
