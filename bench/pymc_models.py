@@ -278,11 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     for model in args.models.split(","):
         group = {s: [r for r in records if r["model"] == model and r["sampler"] == s]
                  for s in args.samplers.split(",")}  # fmt: skip
-        best = max(
-            (median([r["ess_per_s_wall"] for r in rs]) or 0.0)
-            for s, rs in group.items()
-            if not s.startswith("sluice")
-        ) if len(group) > 1 else None  # fmt: skip
+        others = [median([r["ess_per_s_wall"] for r in rs]) or 0.0
+                  for s, rs in group.items() if not s.startswith("sluice")]  # fmt: skip
+        best = max(others, default=None)  # None: only sluice's samplers ran
         for sampler, rs in group.items():
             wall_rate = median([r["ess_per_s_wall"] for r in rs])
             rows.append({
