@@ -116,89 +116,82 @@ def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
 
 # -- NUTS ------------------------------------------------------------------------
 class _Tree(NamedTuple):
-    """The trajectory built so far (one chain, or a batch along leading axes)."""
+    """The trajectory built so far (one chain)."""
 
     ends: jax.Array  # (2, 3, d): (x, p, g) at the left (0) and right (1) ends
-    vec: jax.Array  # (3, d): the candidate's position and gradient, the momentum sum
-    scal: jax.Array  # (4,): candidate log-density, candidate energy, log sum of weights,
-    #                   sum over steps of min(1, exp(H0 - H))
-    flags: jax.Array  # (4,) int32: doublings made, leapfrog steps (= gradients),
-    #                    turning, diverging
+    x: jax.Array  # (d,) the candidate's position
+    g: jax.Array  # (d,) the candidate's gradient
+    psum: jax.Array  # (d,) the sum of the momenta over the trajectory
+    logp: jax.Array  # () the candidate's log-density
+    energy: jax.Array  # () the candidate's energy
+    log_w: jax.Array  # () log of the sum of the weights exp(H0 - H)
+    accept_sum: jax.Array  # () sum over steps of min(1, exp(H0 - H))
+    depth: jax.Array  # () int32: doublings made
+    n_steps: jax.Array  # () int32: leapfrog steps (= gradients)
+    turning: jax.Array  # () bool
+    diverging: jax.Array  # () bool
 
-    @property
-    def prop_x(self) -> jax.Array:
-        return self.vec[..., 0, :]
+    def pack(self) -> tuple:
+        """The loops' carry: few arrays (see :class:`_Subtree`)."""
+        vec = _stack([self.x, self.g, self.psum], -2)
+        scal = _stack([self.logp, self.energy, self.log_w, self.accept_sum], -1)
+        flags = _stack([self.depth, self.n_steps, self.turning, self.diverging], -1)
+        return self.ends, vec, scal, flags
 
-    @property
-    def prop_g(self) -> jax.Array:
-        return self.vec[..., 1, :]
-
-    @property
-    def psum(self) -> jax.Array:
-        return self.vec[..., 2, :]
-
-    @property
-    def depth(self) -> jax.Array:
-        return self.flags[..., 0]
-
-    @property
-    def n_steps(self) -> jax.Array:
-        return self.flags[..., 1]
-
-    @property
-    def turning(self) -> jax.Array:
-        return self.flags[..., 2] != 0
-
-    @property
-    def diverging(self) -> jax.Array:
-        return self.flags[..., 3] != 0
+    @classmethod
+    def unpack(cls, carry: tuple) -> _Tree:
+        ends, vec, scal, flags = carry
+        depth, n_steps, turning, diverging = _split(flags, -1)
+        return cls(
+            ends, *_split(vec, -2), *_split(scal, -1), depth, n_steps, turning != 0, diverging != 0
+        )
 
 
 class _Subtree(NamedTuple):
-    """The subtree being integrated (one chain); the loop carry of the leaf loop.
+    """The subtree being integrated (one chain).
 
-    Few, packed arrays (here and in :class:`_Tree`): on CPU each loop-carried array
-    costs operations per step (its own fusion; copies when entering a loop or when
-    its old value is read after the new one is made). Packing took the kernel,
-    scanned on its own, from 3.0 to 2.2 us per gradient on a 10-dim logistic
-    regression (the same draws); inside the engine's chunk program, where XLA
-    already avoided those copies, it changed nothing measurable.
+    The loops carry it, and the tree, packed into few arrays (``pack``): on CPU
+    each loop-carried array costs operations per step (its own fusion; copies
+    when entering a loop or when its old value is read after the new one is
+    made). Carrying the fields as they are makes one chain 1.3-2.0x slower per
+    gradient, the same draws (``bench/studies/nuts_packing.py``: 10- to
+    300-dimensional targets; vectorized chains within 15% either way).
     """
 
-    vec: jax.Array  # (4, d): the last leaf's position, the momentum half a step past it,
-    #                 the leaf's gradient (original coordinates), the momentum sum
+    x: jax.Array  # (d,) the last leaf's position
+    ph: jax.Array  # (d,) the momentum half a step past it
+    g: jax.Array  # (d,) the leaf's gradient (original coordinates)
+    psum: jax.Array  # (d,) the sum of the subtree's momenta
     prop: jax.Array  # (2, 2, d): [0] the candidate's (x, g), [1] scratch
-    scal: jax.Array  # (4,) as in _Tree, for the subtree
     ckpt: jax.Array  # (K + 1, 2, d): (p_a, q_a) of open sub-trajectories; row K scratch
-    flags: jax.Array  # (3,) int32: leaves built, turning, diverging
+    logp: jax.Array  # () as in _Tree, for the subtree
+    energy: jax.Array  # ()
+    log_w: jax.Array  # ()
+    accept_sum: jax.Array  # ()
+    n: jax.Array  # () int32: leaves built
+    turning: jax.Array  # () bool
+    diverging: jax.Array  # () bool
 
-    @property
-    def x(self) -> jax.Array:
-        return self.vec[0]
+    def pack(self) -> tuple:
+        vec = _stack([self.x, self.ph, self.g, self.psum], -2)
+        scal = _stack([self.logp, self.energy, self.log_w, self.accept_sum], -1)
+        return vec, self.prop, scal, self.ckpt, _stack([self.n, self.turning, self.diverging], -1)
 
-    @property
-    def ph(self) -> jax.Array:
-        return self.vec[1]
+    @classmethod
+    def unpack(cls, carry: tuple) -> _Subtree:
+        vec, prop, scal, ckpt, flags = carry
+        n, turning, diverging = _split(flags, -1)
+        return cls(*_split(vec, -2), prop, ckpt, *_split(scal, -1), n, turning != 0, diverging != 0)
 
-    @property
-    def g(self) -> jax.Array:
-        return self.vec[2]
 
-    @property
-    def psum(self) -> jax.Array:
-        return self.vec[3]
+def _stack(fields: list, axis: int) -> jax.Array:
+    return jnp.stack([f.astype(jnp.int32) if f.dtype == jnp.bool_ else f for f in fields], axis)
 
-    @property
-    def n(self) -> jax.Array:
-        return self.flags[0]
 
-    @property
-    def turning(self) -> jax.Array:
-        return self.flags[1] != 0
-
-    @property
-    def diverging(self) -> jax.Array:
-        return self.flags[2] != 0
+def _split(packed: jax.Array, axis: int) -> list:
+    return [
+        jax.lax.index_in_dim(packed, i, axis, keepdims=False) for i in range(packed.shape[axis])
+    ]
 
 
 class _Context(NamedTuple):
@@ -213,203 +206,216 @@ class _Context(NamedTuple):
     eps: jax.Array  # () signed step size of the subtree
 
 
-def _nuts_parts(vg: Callable, max_depth: int, threshold: float, batched: bool, dim: int):
-    """The per-chain pieces of a transition; the loops around them are in :func:`_nuts`."""
-    small = dim <= _SMALL_DIM
-    skip_by_branch = not (batched or small)  # skip writes with a branch instead of a scratch row
-    rows = jnp.arange(max_depth + 1)
+class _Settings(NamedTuple):
+    """A transition's static settings (Python values, fixed when it is traced)."""
 
-    def init(words, state, step_size, inverse_mass_matrix):
-        x0, logp0, g0 = state
-        factor = metric.factor(inverse_mass_matrix)
-        p0 = random.normal(words, _MOMENTUM, dim).astype(x0.dtype)
-        h0 = -logp0 + 0.5 * _dot(p0, p0)
-        end = jnp.stack([x0, p0, g0])
-        zero = jnp.zeros((), x0.dtype)
-        tree = _Tree(
-            ends=jnp.stack([end, end]),
-            vec=jnp.stack([x0, g0, p0]),
-            scal=jnp.stack([logp0, h0, zero, zero]),
-            flags=jnp.zeros((4,), jnp.int32),
-        )
-        directions = random.bits(words, _DIRECTIONS, 0)[0]
-        return tree, _Context(words, factor, h0, directions, step_size, jnp.int32(0), step_size)
-
-    def tree_active(tree):
-        return (tree.depth < max_depth) & ~tree.turning & ~tree.diverging
-
-    def side(tree, ctx):
-        return ((ctx.directions >> tree.depth.astype(jnp.uint32)) & 1).astype(jnp.int32)
-
-    def start(tree, ctx, ckpt, active):
-        right = side(tree, ctx)
-        eps = jnp.where(right == 1, ctx.step_size, -ctx.step_size).astype(tree.psum.dtype)
-        x, p, g = tree.ends[right]
-        ph = p + 0.5 * eps * metric.grad_y(ctx.factor, g)
-        sub = _Subtree(
-            vec=jnp.stack([x, ph, g, jnp.zeros_like(x)]),
-            prop=jnp.zeros((2, 2, dim), x.dtype),
-            scal=jnp.array([0.0, 0.0, -jnp.inf, 0.0], x.dtype),
-            ckpt=ckpt,
-            flags=jnp.stack([jnp.int32(0), (~active).astype(jnp.int32), jnp.int32(0)]),
-        )  # a finished chain builds no leaves: it starts turning
-        return sub, ctx._replace(depth=tree.depth, eps=eps)
-
-    def subtree_active(sub, ctx):
-        return (sub.n < jnp.left_shift(1, ctx.depth)) & ~sub.turning & ~sub.diverging
-
-    def leaf(sub, ctx, active):
-        """One leapfrog step, its weight, the candidate, and the sub-trajectory checks."""
-        half = 0.5 * ctx.eps
-        x = jnp.where(active, sub.x + ctx.eps * metric.to_x(ctx.factor, sub.ph), sub.x)
-        logp, g = vg(x)
-        gy = metric.grad_y(ctx.factor, g)
-        p = sub.ph + half * gy
-        ph = jnp.where(active, p + half * gy, sub.ph)
-        energy = -logp + 0.5 * _dot(p, p)
-        delta = energy - ctx.h0
-        delta = jnp.where(jnp.isnan(delta), jnp.inf, delta)
-        log_w = jnp.logaddexp(sub.scal[2], -delta)
-        n = sub.n
-        u = random.uniform(ctx.words, _LEAF, jnp.left_shift(1, ctx.depth) + n)
-        take = active & (jnp.log(u) < -delta - log_w)
-        if skip_by_branch:  # write the candidate only when it changes
-            prop = jax.lax.cond(
-                take,
-                lambda a: jax.lax.dynamic_update_index_in_dim(a, jnp.stack([x, g]), 0, 0),
-                lambda a: a,
-                sub.prop,
-            )
-        else:
-            slot = jnp.where(take, 0, 1)
-            prop = jax.lax.dynamic_update_index_in_dim(sub.prop, jnp.stack([x, g]), slot, 0)
-        scal = jnp.stack(
-            [
-                jnp.where(take, logp, sub.scal[0]),
-                jnp.where(take, energy, sub.scal[1]),
-                jnp.where(active, log_w, sub.scal[2]),
-                sub.scal[3] + jnp.where(active, jnp.minimum(1.0, jnp.exp(-delta)), 0.0),
-            ]
-        )
-        psum = sub.psum + jnp.where(active, p, 0.0)
-        q = psum - 0.5 * p
-        even = (n & 1) == 0
-        if skip_by_branch:  # push a checkpoint at even leaves only
-            ckpt = jax.lax.cond(
-                even,
-                lambda c: jax.lax.dynamic_update_index_in_dim(
-                    c, jnp.stack([p, q]), jax.lax.population_count(n), 0
-                ),
-                lambda c: c,
-                sub.ckpt,
-            )
-        else:
-            slot = jnp.where(active & even, jax.lax.population_count(n), max_depth)
-            # (an index helper, not dynamic_update_slice with literal zeros: under
-            # jax_enable_x64, as PyMC sets it, those are int64 against an int32 slot)
-            ckpt = jax.lax.dynamic_update_index_in_dim(sub.ckpt, jnp.stack([p, q]), slot, 0)
-        hi = jax.lax.population_count(n >> 1)
-        lo = hi - jax.lax.population_count((~n & (n + 1)) - 1) + 1
-        if small:  # all rows at once, masked
-            rho = q - ckpt[:, 1]
-            turns = (_dot(ckpt[:, 0], rho) <= 0) | (_dot(p, rho) <= 0)
-            turning = jnp.any(turns & (rows >= lo) & (rows <= hi))
-        else:  # only the rows that close here, newest first, until one turns
-
-            def more(c):
-                k, turned = c
-                return (k >= lo) & ~turned
-
-            def check(c):
-                k, _ = c
-                p_a, q_a = jax.lax.dynamic_index_in_dim(ckpt, k, keepdims=False)
-                rho = q - q_a
-                return k - 1, (_dot(p_a, rho) <= 0) | (_dot(p, rho) <= 0)
-
-            _, turning = jax.lax.while_loop(more, check, (hi, jnp.bool_(False)))
-        flags = jnp.stack(
-            [
-                n + active.astype(jnp.int32),
-                (sub.turning | (active & turning)).astype(jnp.int32),
-                (sub.diverging | (active & (delta > threshold))).astype(jnp.int32),
-            ]
-        )
-        return _Subtree(jnp.stack([x, ph, g, psum]), prop, scal, ckpt, flags)
-
-    def merge(tree, sub, ctx, active):
-        """Add an integrated subtree to the trajectory and test the whole trajectory."""
-        right = side(tree, ctx)
-        valid = active & ~sub.turning & ~sub.diverging
-        u = random.uniform(ctx.words, _MERGE, tree.depth)
-        take = valid & (jnp.log(u) < sub.scal[2] - tree.scal[2])
-        p_end = sub.ph - 0.5 * ctx.eps * metric.grad_y(ctx.factor, sub.g)
-        end = jnp.where(active, jnp.stack([sub.x, p_end, sub.g]), tree.ends[right])
-        ends = tree.ends.at[right].set(end)
-        psum = tree.psum + jnp.where(active, sub.psum, 0.0)
-        p_left, p_right = ends[0, 1], ends[1, 1]
-        rho = psum - 0.5 * (p_left + p_right)
-        turning = (_dot(p_left, rho) <= 0) | (_dot(p_right, rho) <= 0)
-        scal = jnp.stack(
-            [
-                jnp.where(take, sub.scal[0], tree.scal[0]),
-                jnp.where(take, sub.scal[1], tree.scal[1]),
-                jnp.where(active, jnp.logaddexp(tree.scal[2], sub.scal[2]), tree.scal[2]),
-                tree.scal[3] + jnp.where(active, sub.scal[3], 0.0),
-            ]
-        )
-        vec = jnp.stack(
-            [
-                jnp.where(take, sub.prop[0, 0], tree.prop_x),
-                jnp.where(take, sub.prop[0, 1], tree.prop_g),
-                psum,
-            ]
-        )
-        flags = jnp.stack(
-            [
-                tree.depth + active.astype(jnp.int32),
-                tree.n_steps + sub.n,
-                (tree.turning | (active & (sub.turning | turning))).astype(jnp.int32),
-                (tree.diverging | (active & sub.diverging)).astype(jnp.int32),
-            ]
-        )
-        return _Tree(ends, vec, scal, flags)
-
-    return init, tree_active, start, subtree_active, leaf, merge
+    vg: Callable  # position -> (log-density, gradient)
+    max_depth: int
+    threshold: float  # divergence threshold on H - H0
+    dim: int
+    small: bool  # dim <= _SMALL_DIM: test every checkpoint row at once, masked
+    by_branch: bool  # skip writes with a branch instead of writing to a scratch row
 
 
-def _nuts(vg, max_depth, threshold, batched, words, state, step_size, inverse_mass_matrix):
-    """One transition of one chain (``batched=False``) or of a batch of chains (leading axis)."""
-    dim = state[0].shape[-1]
-    init, tree_active, start, subtree_active, leaf, merge = _nuts_parts(
-        vg, max_depth, threshold, batched, dim
+def _init(s: _Settings, words, state, step_size, inverse_mass_matrix) -> tuple[_Tree, _Context]:
+    """A trajectory of one state, with a fresh momentum."""
+    x0, logp0, g0 = state
+    factor = metric.factor(inverse_mass_matrix)
+    p0 = random.normal(words, _MOMENTUM, s.dim).astype(x0.dtype)
+    h0 = -logp0 + 0.5 * _dot(p0, p0)
+    end = jnp.stack([x0, p0, g0])
+    zero = jnp.zeros((), x0.dtype)
+    no = jnp.bool_(False)
+    tree = _Tree(
+        jnp.stack([end, end]), x0, g0, p0, logp0, h0, zero, zero, *(jnp.int32(0),) * 2, no, no
     )
+    directions = random.bits(words, _DIRECTIONS, 0)[0]
+    return tree, _Context(words, factor, h0, directions, step_size, jnp.int32(0), step_size)
+
+
+def _tree_active(s: _Settings, tree: _Tree) -> jax.Array:
+    return (tree.depth < s.max_depth) & ~tree.turning & ~tree.diverging
+
+
+def _side(tree: _Tree, ctx: _Context) -> jax.Array:
+    """The side of the next doubling: 1 right, 0 left."""
+    return ((ctx.directions >> tree.depth.astype(jnp.uint32)) & 1).astype(jnp.int32)
+
+
+def _start(s: _Settings, tree: _Tree, ctx: _Context, ckpt, active) -> tuple[_Subtree, _Context]:
+    """An empty subtree at the end of the trajectory on the doubling's side."""
+    right = _side(tree, ctx)
+    eps = jnp.where(right == 1, ctx.step_size, -ctx.step_size).astype(tree.psum.dtype)
+    x, p, g = tree.ends[right]
+    ph = p + 0.5 * eps * metric.grad_y(ctx.factor, g)
+    zero = jnp.zeros((), x.dtype)
+    sub = _Subtree(
+        x,
+        ph,
+        g,
+        jnp.zeros_like(x),
+        jnp.zeros((2, 2, s.dim), x.dtype),
+        ckpt,
+        zero,
+        zero,
+        jnp.asarray(-jnp.inf, x.dtype),
+        zero,
+        n=jnp.int32(0),
+        turning=~active,
+        diverging=jnp.bool_(False),
+    )  # fmt: skip  (a finished chain builds no leaves: it starts turning)
+    return sub, ctx._replace(depth=tree.depth, eps=eps)
+
+
+def _subtree_active(sub: _Subtree, ctx: _Context) -> jax.Array:
+    return (sub.n < jnp.left_shift(1, ctx.depth)) & ~sub.turning & ~sub.diverging
+
+
+def _write_row(s: _Settings, rows, value, index, write, scratch):
+    """``rows`` with ``value`` at ``index`` where ``write``, else unchanged.
+
+    Either by a branch, or by writing to the ``scratch`` row instead: the
+    branch costs fewer bytes, the scratch row fewer operations (and is the only
+    way under ``vmap``, where a branch becomes both sides and a select).
+    """
+    if s.by_branch:
+        put = lambda a: jax.lax.dynamic_update_index_in_dim(a, value, index, 0)  # noqa: E731
+        return jax.lax.cond(write, put, lambda a: a, rows)
+    # (an index helper, not dynamic_update_slice with literal zeros: under
+    # jax_enable_x64, as PyMC sets it, those are int64 against an int32 slot)
+    return jax.lax.dynamic_update_index_in_dim(rows, value, jnp.where(write, index, scratch), 0)
+
+
+def _turns(s: _Settings, ckpt, p, q, n) -> jax.Array:
+    """Whether a sub-trajectory ending at leaf ``n`` turns (module docstring)."""
+    hi = jax.lax.population_count(n >> 1)
+    lo = hi - jax.lax.population_count((~n & (n + 1)) - 1) + 1
+    if s.small:  # all rows at once, masked
+        rows = jnp.arange(s.max_depth + 1)
+        rho = q - ckpt[:, 1]
+        turns = (_dot(ckpt[:, 0], rho) <= 0) | (_dot(p, rho) <= 0)
+        return jnp.any(turns & (rows >= lo) & (rows <= hi))
+
+    def more(c):  # only the rows that close here, newest first, until one turns
+        k, turned = c
+        return (k >= lo) & ~turned
+
+    def check(c):
+        k, _ = c
+        p_a, q_a = jax.lax.dynamic_index_in_dim(ckpt, k, keepdims=False)
+        rho = q - q_a
+        return k - 1, (_dot(p_a, rho) <= 0) | (_dot(p, rho) <= 0)
+
+    return jax.lax.while_loop(more, check, (hi, jnp.bool_(False)))[1]
+
+
+def _leaf(s: _Settings, sub: _Subtree, ctx: _Context, active) -> _Subtree:
+    """One leapfrog step, its weight, the candidate, and the sub-trajectory checks."""
+    half = 0.5 * ctx.eps
+    x = jnp.where(active, sub.x + ctx.eps * metric.to_x(ctx.factor, sub.ph), sub.x)
+    logp, g = s.vg(x)
+    gy = metric.grad_y(ctx.factor, g)
+    p = sub.ph + half * gy
+    ph = jnp.where(active, p + half * gy, sub.ph)
+    energy = -logp + 0.5 * _dot(p, p)
+    delta = energy - ctx.h0
+    delta = jnp.where(jnp.isnan(delta), jnp.inf, delta)
+    log_w = jnp.logaddexp(sub.log_w, -delta)
+    u = random.uniform(ctx.words, _LEAF, jnp.left_shift(1, ctx.depth) + sub.n)
+    take = active & (jnp.log(u) < -delta - log_w)  # progressive sampling
+    psum = sub.psum + jnp.where(active, p, 0.0)
+    q = psum - 0.5 * p
+    push = active & ((sub.n & 1) == 0)  # even leaves push a checkpoint
+    ckpt = _write_row(
+        s, sub.ckpt, jnp.stack([p, q]), jax.lax.population_count(sub.n), push, s.max_depth
+    )
+    return _Subtree(
+        x=x,
+        ph=ph,
+        g=g,
+        psum=psum,
+        prop=_write_row(s, sub.prop, jnp.stack([x, g]), 0, take, 1),
+        ckpt=ckpt,
+        logp=jnp.where(take, logp, sub.logp),
+        energy=jnp.where(take, energy, sub.energy),
+        log_w=jnp.where(active, log_w, sub.log_w),
+        accept_sum=sub.accept_sum + jnp.where(active, jnp.minimum(1.0, jnp.exp(-delta)), 0.0),
+        n=sub.n + active.astype(jnp.int32),
+        turning=sub.turning | (active & _turns(s, ckpt, p, q, sub.n)),
+        diverging=sub.diverging | (active & (delta > s.threshold)),
+    )
+
+
+def _merge(tree: _Tree, sub: _Subtree, ctx: _Context, active) -> _Tree:
+    """Add an integrated subtree to the trajectory and test the whole trajectory."""
+    right = _side(tree, ctx)
+    valid = active & ~sub.turning & ~sub.diverging
+    u = random.uniform(ctx.words, _MERGE, tree.depth)
+    take = valid & (jnp.log(u) < sub.log_w - tree.log_w)  # biased progressive sampling
+    p_end = sub.ph - 0.5 * ctx.eps * metric.grad_y(ctx.factor, sub.g)
+    end = jnp.where(active, jnp.stack([sub.x, p_end, sub.g]), tree.ends[right])
+    ends = tree.ends.at[right].set(end)
+    psum = tree.psum + jnp.where(active, sub.psum, 0.0)
+    p_left, p_right = ends[0, 1], ends[1, 1]
+    rho = psum - 0.5 * (p_left + p_right)
+    turning = (_dot(p_left, rho) <= 0) | (_dot(p_right, rho) <= 0)
+    return _Tree(
+        ends=ends,
+        x=jnp.where(take, sub.prop[0, 0], tree.x),
+        g=jnp.where(take, sub.prop[0, 1], tree.g),
+        psum=psum,
+        logp=jnp.where(take, sub.logp, tree.logp),
+        energy=jnp.where(take, sub.energy, tree.energy),
+        log_w=jnp.where(active, jnp.logaddexp(tree.log_w, sub.log_w), tree.log_w),
+        accept_sum=tree.accept_sum + jnp.where(active, sub.accept_sum, 0.0),
+        depth=tree.depth + active.astype(jnp.int32),
+        n_steps=tree.n_steps + sub.n,
+        turning=tree.turning | (active & (sub.turning | turning)),
+        diverging=tree.diverging | (active & sub.diverging),
+    )
+
+
+def _nuts(s: _Settings, batched, words, state, step_size, inverse_mass_matrix):
+    """One transition of one chain (``batched=False``) or of a batch of chains (leading axis).
+
+    The loops carry the trajectory and the subtree packed (:class:`_Subtree`).
+    """
     vm = jax.vmap if batched else (lambda f: f)
     anyone = jnp.any if batched else (lambda b: b)
-    tree, ctx = vm(init)(words, state, step_size, inverse_mass_matrix)
-    ckpt = jnp.zeros((*state[0].shape[:-1], max_depth + 1, 2, dim), state[0].dtype)
+    tree, ctx = vm(functools.partial(_init, s))(words, state, step_size, inverse_mass_matrix)
+    ckpt = jnp.zeros((*state[0].shape[:-1], s.max_depth + 1, 2, s.dim), state[0].dtype)
 
     def double(carry):
-        tree, ckpt = carry
-        active = vm(tree_active)(tree)
-        sub, sub_ctx = vm(start)(tree, ctx, ckpt, active)
+        tree, ckpt = _Tree.unpack(carry[0]), carry[1]
+        active = vm(functools.partial(_tree_active, s))(tree)
+        sub, sub_ctx = vm(functools.partial(_start, s))(tree, ctx, ckpt, active)
 
-        def step(sub):
+        def building(packed):
+            return anyone(vm(_subtree_active)(_Subtree.unpack(packed), sub_ctx))
+
+        def step(packed):
+            sub = _Subtree.unpack(packed)
             if batched:
-                return vm(leaf)(sub, sub_ctx, vm(subtree_active)(sub, sub_ctx))
-            return leaf(sub, sub_ctx, jnp.bool_(True))  # the loop runs only while active
+                still = vm(_subtree_active)(sub, sub_ctx)
+                return vm(functools.partial(_leaf, s))(sub, sub_ctx, still).pack()
+            return _leaf(s, sub, sub_ctx, jnp.bool_(True)).pack()  # the loop runs only while active
 
-        sub = jax.lax.while_loop(lambda s: anyone(vm(subtree_active)(s, sub_ctx)), step, sub)
-        return vm(merge)(tree, sub, sub_ctx, active), sub.ckpt
+        sub = _Subtree.unpack(jax.lax.while_loop(building, step, sub.pack()))
+        return vm(_merge)(tree, sub, sub_ctx, active).pack(), sub.ckpt
 
-    tree, _ = jax.lax.while_loop(lambda c: anyone(vm(tree_active)(c[0])), double, (tree, ckpt))
+    def doubling(carry):
+        return anyone(vm(functools.partial(_tree_active, s))(_Tree.unpack(carry[0])))
+
+    packed, _ = jax.lax.while_loop(doubling, double, (tree.pack(), ckpt))
+    tree = _Tree.unpack(packed)
     info = {
-        "acceptance_rate": tree.scal[..., 3] / tree.n_steps,
+        "acceptance_rate": tree.accept_sum / tree.n_steps,
         "tree_depth": tree.depth,
         "n_steps": tree.n_steps,
         "diverging": tree.diverging,
-        "energy": tree.scal[..., 1],
+        "energy": tree.energy,
     }
-    return (tree.prop_x, tree.scal[..., 0], tree.prop_g), info
+    return (tree.x, tree.logp, tree.g), info
 
 
 def nuts_step(
@@ -462,15 +468,21 @@ def nuts_step(
     if not (isinstance(max_tree_depth, int) and max_tree_depth >= 1):
         raise ValueError(f"max_tree_depth must be a positive int, got {max_tree_depth!r}")
     vg, consts, _ = closure_convert(jax.value_and_grad(logdensity_fn), state[0])
-    settings = (max_tree_depth, float(divergence_threshold))
+    dim = state[0].shape[-1]
+    small = dim <= _SMALL_DIM
+
+    def settings(consts, batched):
+        vg_fn = functools.partial(vg, consts)
+        by_branch = not (batched or small)
+        return _Settings(vg_fn, max_tree_depth, float(divergence_threshold), dim, small, by_branch)
 
     def one(key, state, step_size, imm, consts):
-        fn = functools.partial(vg, consts)
-        return _nuts(fn, *settings, False, random.key_words(key), state, step_size, imm)
+        words = random.key_words(key)
+        return _nuts(settings(consts, False), False, words, state, step_size, imm)
 
     def many(keys, state, step_size, imm, consts):
-        fn = functools.partial(vg, consts)
-        return _nuts(fn, *settings, True, jax.vmap(random.key_words)(keys), state, step_size, imm)
+        words = jax.vmap(random.key_words)(keys)
+        return _nuts(settings(consts, True), True, words, state, step_size, imm)
 
     return batched_by(one, many)(rng_key, tuple(state), step_size, inverse_mass_matrix, consts)
 
