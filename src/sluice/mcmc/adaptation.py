@@ -1,18 +1,12 @@
 """Window adaptation of step size and mass matrix (Stan's scheme, shorter early windows).
 
-The schedule has Stan's shape (Stan reference manual, "HMC algorithm
-parameters"): an initial fast buffer (step size only), slow windows that
-double in length (the mass matrix is re-estimated and the step size
-re-initialised at the end of each), and a terminal fast buffer. Stan's sizes
-are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at least 50): with
-an identity metric on a badly scaled posterior every early iteration costs up
-to ``2**max_tree_depth`` gradients, so a first metric is in use after 20
-iterations; and the terminal buffer's step size, the dual averaging's average
-since its restart at ``log(10 eps)``, still carries that transient over 50
-iterations (docs/architecture.md has the measurements). The windows are then
-10, 20, 40, ... long, the last one stretched to the terminal buffer. When the
-buffers do not fit, 15 % / 75 % / 10 %; under 20 warmup iterations only the
-step size is adapted.
+Stan's schedule (Stan reference manual, "HMC algorithm parameters"): an initial
+fast buffer (step size only), slow windows that double in length (the metric
+re-estimated and the step size re-initialised at the end of each), a terminal
+fast buffer; sizes 10 / 10 / 15% of the warmup (at least 50) rather than Stan's
+75 / 25 / 50 (docs/architecture.md, "Kernels", says why), windows 10, 20, 40,
+..., the last stretched to the terminal buffer. When the buffers do not fit,
+15 % / 75 % / 10 %; under 20 warmup iterations only the step size is adapted.
 
 Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
 §3.2; ``t0 = 10``, ``gamma = 0.05``, ``kappa = 0.75``), restarted at
@@ -22,29 +16,23 @@ Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
 Metric, at the end of a window of ``n`` draws:
 
 * diagonal, given the draws' gradients (``update`` receives kernel states):
-  in every window but the last, ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))``, the
-  diagonal that minimises the sample Fisher divergence between the whitened
-  posterior and a standard normal (Seyboldt, Carlson & Carpenter 2026). It is
-  exact for a Gaussian whatever the draws (``g = -Sigma^{-1} (x - mu)``), so
-  even a short window of transient draws gives a good first metric. The last
-  window, whose metric the draws are made with, takes the draws' variance
-  (Stan's): the Fisher diagonal is smaller (``var(x_i) var(g_i) >= 1``), far
-  smaller on heavy tails or a funnel's neck, which chains on it cross slowly;
-* diagonal, given positions only: the draws' variance (Stan);
-* dense: the draws' covariance (Stan);
+  ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))`` in every window but the last, the
+  diagonal minimising the sample Fisher divergence between the whitened
+  posterior and a standard normal (Seyboldt, Carlson & Carpenter 2026), exact
+  for a Gaussian whatever the draws; the last window, whose metric the draws
+  are made with, takes the draws' variance (Stan's), as the Fisher diagonal is
+  smaller (``var(x_i) var(g_i) >= 1``), far smaller on heavy tails or funnels;
+* diagonal, given positions only: the draws' variance; dense: their covariance;
+  each regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
+* low rank plus diagonal (nutpie's): the Fisher diagonal, and the directions
+  where the posterior scaled by it is far from round, fitted to the window's
+  last ``WINDOW_DRAWS`` draws and gradients, kept in a ring of fixed size
+  (:func:`sluice.mcmc.metric.fit_low_rank`); a position of more than
+  ``low_rank_max_dim`` elements takes the diagonal alone.
 
-each then regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
-
-* low rank plus diagonal (nutpie's): the Fisher diagonal (in every window),
-  and from the window's last ``WINDOW_DRAWS`` draws and gradients the
-  directions where the posterior, scaled by that diagonal, is far from round
-  (:func:`sluice.mcmc.metric.fit_low_rank`). The draws are kept in a ring of
-  fixed size, so the state does not grow with the window. With
-  ``low_rank_max_dim`` a position of more elements takes the diagonal alone.
-
-Everything here is written for one chain and one warmup step, so that the
-engine can scan over steps in chunks and batch over chains; the schedule is a
-fixed-size array of window ends, so a warmup of any length compiles once.
+Everything is written for one chain and one warmup step (the engine scans over
+steps in chunks and batches over chains); the schedule is a fixed-size array of
+window ends, so a warmup of any length compiles once.
 
 References
 ----------

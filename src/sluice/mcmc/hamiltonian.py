@@ -1,78 +1,37 @@
 """Hamiltonian Monte Carlo transitions written for the chunk engine: NUTS and static HMC.
 
 Each transition is a pure function of ``(rng_key, state, step_size,
-inverse_mass_matrix)`` for ONE chain on a flat ``(dim,)`` position; under
-``jax.vmap`` a batched implementation takes over (below). The state is the
-triple ``(position, logdensity, logdensity_grad)``.
+inverse_mass_matrix)`` for ONE chain on a flat ``(dim,)`` position, the state
+the triple ``(position, logdensity, logdensity_grad)``; under ``jax.vmap`` a
+batched implementation takes over (:func:`sluice._jax.batching.batched_by`):
+the doubling and leaf loops run while *any* chain is active, finished chains
+masked, with the same trajectories as sequential chains.
 
-The No-U-Turn sampler
----------------------
-Hoffman & Gelman (2014) with the multinomial sampling and the generalized
-no-U-turn criterion of Betancourt (2017), built iteratively rather than
-recursively, as in NumPyro and BlackJAX, which this implementation matches
-in distribution. Given a state ``x`` with log-density ``log p(x)``, a momentum
-``p ~ N(0, M)`` is drawn and the trajectory of the leapfrog integrator of
-``H(x, p) = -log p(x) + p' M^{-1} p / 2`` is doubled in a random direction
-(doubling ``j`` integrates a new subtree of ``2**j`` steps from the end of
-the trajectory on that side) until
-
-* the whole trajectory turns back: with ``rho`` the trapezoidal integral of
-  the momentum from the leftmost state ``-`` to the rightmost ``+``,
-  ``rho = sum_i p_i - (p_- + p_+) / 2``, the trajectory turns when
-  ``(M^{-1} p_-) . rho <= 0`` or ``(M^{-1} p_+) . rho <= 0``;
-* or any binary sub-trajectory of the new subtree turns (then the subtree is
-  rejected: its states are not candidates);
-* or the energy error ``H - H_0`` exceeds ``divergence_threshold`` (a
-  divergence; the subtree is rejected too);
-* or ``max_tree_depth`` doublings were made.
-
-Candidates are weighted by ``exp(-H)``. Within a subtree a state is drawn
-in proportion to its weight by progressive sampling (leaf ``n`` replaces the
-subtree's candidate with probability ``w_n / sum_{i <= n} w_i``); an accepted
-subtree then replaces the trajectory's candidate with probability
-``min(1, W_subtree / W_old)`` (biased progressive sampling, which favours
-the states far from the start; Betancourt 2017, appendix A.3.2).
-
-The sub-trajectory checks need, at leaf ``n`` of a subtree, the checks of
-every binary sub-trajectory that ends at ``n``: there are as many as ``n``
-has trailing one bits. Their first leaves are kept on a small stack of
-checkpoints (one row per level, ``max_tree_depth + 1`` rows including a
-scratch row, so no copy of the trajectory is ever made): leaf ``n`` (even)
-pushes ``(p_n, q_n)`` at row ``popcount(n)``, with ``q_i = S_i - p_i / 2``
-and ``S_i`` the running momentum sum, so that the trapezoidal integral over
-leaves ``a..n`` is ``rho = q_n - q_a``; odd leaves check the rows
+NUTS is Hoffman & Gelman's (2014) with Betancourt's (2017) multinomial
+sampling and generalized no-U-turn criterion, built iteratively as in NumPyro
+and BlackJAX, the same law. With a momentum ``p ~ N(0, M)``, the leapfrog
+trajectory of ``H(x, p) = -log p(x) + p' M^{-1} p / 2`` is doubled in a random
+direction (doubling ``j`` integrates ``2**j`` new steps) until the whole
+trajectory turns (``rho = sum_i p_i - (p_- + p_+) / 2``, the trapezoidal
+integral of the momentum between its ends, has ``(M^{-1} p_-) . rho <= 0`` or
+``(M^{-1} p_+) . rho <= 0``), a binary sub-trajectory of the new subtree turns
+or ``H - H_0`` exceeds ``divergence_threshold`` (the subtree is then rejected),
+or ``max_tree_depth`` doublings were made. States are weighted by
+``exp(-H)``: progressive sampling within a subtree, biased progressive
+sampling between subtrees (Betancourt 2017, A.3.2). The sub-trajectory checks
+at leaf ``n`` need the first leaves of the sub-trajectories ending at ``n``
+(as many as ``n`` has trailing one bits): even leaves push ``(p_n, q_n)``,
+``q_i = S_i - p_i / 2`` with ``S_i`` the running momentum sum, at row
+``popcount(n)`` of a stack of ``max_tree_depth + 1`` rows (the last a scratch
+row), so ``rho = q_n - q_a`` over leaves ``a..n``; odd leaves check rows
 ``popcount(n >> 1)`` down to ``popcount(n >> 1) - trailing_ones(n) + 1``.
 
-Whitened coordinates
---------------------
-The integrator runs in ``y = L^{-1} x`` with ``L L' = M^{-1}`` (``L`` the
-square root of a diagonal inverse mass matrix, its Cholesky factor, or the
-low-rank factor of :mod:`sluice.mcmc.metric`), where
-the mass matrix is the identity: ``p ~ N(0, I)``, the kinetic energy is
-``|p|^2 / 2``, the gradient is ``L' grad log p(L y)`` and the U-turn test is
-a plain dot product. The leapfrog trajectories, energies and tests are those
-of the original coordinates (up to rounding) while the metric enters a step
-only in the drift and the kick, never in kinetic energies or U-turn tests.
-The momentum is carried half a step ahead of the position (kick-drift-kick
-with the kicks of consecutive steps merged).
-
-Costs and batching
-------------------
-Per leapfrog step the transition touches the position, momentum, gradient,
-momentum sum, candidate and one checkpoint row; no array of the trajectory's
-size is copied. Randomness (the momentum, the directions, and one uniform per
-leaf) is the Threefry-2x32 generator of ``jax.random`` evaluated inline
-(unrolled, so XLA fuses it; JAX's own CPU lowering is a rolled loop that costs
-tens of operations per draw).
-
-Under ``jax.vmap`` (vectorized chains) a ``custom_vmap`` rule runs the
-doubling and leaf loops while *any* chain is active, the per-chain work
-vmapped inside, with finished chains masked: their step size is held at zero
-in effect (their state is not updated) and their checkpoint and candidate
-writes go to the scratch row. JAX's default batching of a ``while_loop``
-would instead select every loop-carried array, checkpoints included, after
-every step. Draws are the same, chain by chain, as with sequential chains
-(the same keys give the same trajectories).
+The integrator runs in whitened coordinates ``y = L^{-1} x``, ``L L' = M^{-1}``
+(:mod:`sluice.mcmc.metric`), where the mass matrix is the identity: the metric
+enters only the drift and the kick, never the kinetic energies or U-turn
+tests. The momentum is carried half a step ahead of the position. Random
+numbers are Threefry-2x32 from the transition's key, unrolled so that XLA
+fuses them. docs/architecture.md ("Kernels") says why each choice was made.
 
 References
 ----------
@@ -151,11 +110,7 @@ class _Subtree(NamedTuple):
     """The subtree being integrated (one chain).
 
     The loops carry it, and the tree, packed into few arrays (``pack``): on CPU
-    each loop-carried array costs operations per step (its own fusion; copies
-    when entering a loop or when its old value is read after the new one is
-    made). Carrying the fields as they are makes one chain 1.3-2.0x slower per
-    gradient, the same draws (``bench/studies/nuts_packing.py``: 10- to
-    300-dimensional targets; vectorized chains within 15% either way).
+    each carried array costs operations per step (docs/architecture.md, "Kernels").
     """
 
     x: jax.Array  # (d,) the last leaf's position

@@ -17,24 +17,16 @@ and :func:`to_x`, :func:`to_y`, :func:`grad_y` apply it. For the low-rank form
 so a step costs ``O(dim * rank)`` instead of the dense ``O(dim^2)``.
 
 The low-rank fit (:func:`fit_low_rank`) follows nutpie's (Seyboldt, Carlson &
-Carpenter 2026): from a window's draws ``x`` and their log-density gradients
-``g``, scaled by the Fisher diagonal ``D`` (so that ``D^{-1/2} x`` and
-``D^{1/2} g`` have matching spreads), it takes a subspace and there the matrix
-``Sigma`` minimising the sample Fisher divergence of an affine whitening: the
-SPD geometric mean ``Sigma = C_g^{-1} # C_x`` of the draws' covariance ``C_x``
-and the inverse of the gradients' covariance ``C_g`` (exact for a Gaussian,
-whatever the draws: ``g = -Sigma^{-1} (x - mu)``). Of ``Sigma``'s eigenvalues,
-those beyond ``[1 / cutoff, cutoff]`` are kept (the ``rank`` largest in
-``|log lam|``); the others become one. Two choices differ from nutpie's
-(docs/architecture.md has the measurements):
-
-* the subspace is the span of the draws alone, not of the draws and the
-  gradients together: with fewer draws than dimensions, directions only the
-  gradients span have no draw variance but the ridge, and their fitted
-  eigenvalues are artefacts;
-* ``cutoff = 2`` rather than nutpie's 100, whose wide band leaves moderately
-  elongated directions to the diagonal; the rank is fixed (``max_rank``), so
-  keeping them costs nothing per step.
+Carpenter 2026): from a window's draws ``x`` and gradients ``g``, scaled by the
+Fisher diagonal ``D`` (``D^{-1/2} x`` and ``D^{1/2} g``), it takes in a subspace
+the SPD geometric mean ``Sigma = C_g^{-1} # C_x`` of the draws' covariance and
+the inverse of the gradients' (it minimises the sample Fisher divergence of an
+affine whitening, exact for a Gaussian) and keeps the ``rank`` eigenvalues
+furthest outside ``[1 / cutoff, cutoff]`` in ``|log lam|``, the others set to
+one. Unlike nutpie's, the subspace is the draws' span alone (with fewer draws
+than dimensions, directions only the gradients span get artefact eigenvalues)
+and ``cutoff = 2``, not 100 (moderately elongated directions are kept, at no
+cost per step with a fixed rank); docs/architecture.md has the measurements.
 
 References
 ----------
