@@ -250,13 +250,6 @@ class Run:
             self._finalized[name] = run_statistics.summarize(self._statistics[name], states)
         return self._finalized[name]
 
-    def merged_stats_state(self, name: str) -> Any:
-        """The state of statistic ``name`` with all chains merged (a pairwise tree of merges)."""
-        if name not in self._statistics:
-            raise KeyError(f"no statistic named {name!r}; this run has {sorted(self._statistics)}")
-        states = [self._chain_state(name, c) for c in range(self.info.chains)]
-        return run_statistics.merge_chains(self._statistics[name], states)
-
     # -- reports ------------------------------------------------------------------
     def to_arviz(self) -> Any:
         """An ``arviz.InferenceData`` with posterior, sample_stats, log_likelihood, observed_data."""
