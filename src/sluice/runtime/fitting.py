@@ -210,19 +210,13 @@ def fit(
     """Fit a variational approximation by stochastic optimisation of the ELBO.
 
     Each step estimates the bound and its gradient with ``particles``
-    particles evaluated in parallel (see :func:`sluice.vi.elbo`) and applies
-    one optax update. Steps run in compiled chunks of ``chunk_size`` steps;
-    the progress bar advances per chunk.
+    particles (see :func:`sluice.vi.elbo`) and applies one optax update.
 
     Parameters
     ----------
-    model
-        A :class:`sluice.Model`, or a log-density function of ONE parameter
-        value (then ``init`` is required).
-    init
-        Where ``q`` is centred at the start (one parameter value); overrides
-        ``model.init``. A function ``init(rng_key)`` is called with
-        ``PRNGKey(0)``.
+    model, init
+        As in :func:`sluice.sample`; ``init`` is where ``q`` is centred at the
+        start (a function ``init(rng_key)`` is called with ``PRNGKey(0)``).
     family
         ``"meanfield"`` (default), ``"fullrank"``, or a family object such as
         ``sluice.vi.fullrank(init_scale=1.0)``.
@@ -232,8 +226,7 @@ def fit(
         Optimisation steps.
     optimizer
         An optax ``GradientTransformation`` (minimising ``-ELBO``); default
-        ``optax.adam(1e-2)``. Compiled programs are reused for the same
-        optimizer object.
+        ``optax.adam(1e-2)``.
     seed
         Step ``t`` draws its particles from ``fold_in(PRNGKey(seed), t)``.
     progress
@@ -241,8 +234,7 @@ def fit(
     bound
         ``"elbo"`` or ``"iwae"`` (importance-weighted, ``K`` particles).
     particle_chunk_size
-        Evaluate each step's particles this many at a time (``None``: all at
-        once); for particle counts whose intermediates do not fit in memory.
+        As in :func:`sluice.vi.elbo`.
     chunk_size
         Steps per compiled chunk (default ``min(steps, 100)``). The fit does
         not depend on it.
@@ -250,14 +242,11 @@ def fit(
     Returns
     -------
     Fit
-        Fitted parameters, ELBO trace, ``.sample()``, ``.summary()``,
-        ``.to_arviz()``.
 
     Raises
     ------
     FitError
-        When a step's ELBO, gradient or updated parameters are not finite;
-        the message names the step and the parameters.
+        When a step's ELBO, gradient or updated parameters are not finite.
 
     Examples
     --------
