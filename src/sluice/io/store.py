@@ -16,19 +16,12 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
 
 Along ``chain`` a Zarr chunk is one chain (one process's block beyond
 :data:`ONE_CHAIN_CHUNKS_UP_TO` chains), along ``draw`` one sluice chunk, so writes
-never share a Zarr chunk. After every chunk each process syncs its draws, then
-writes its checkpoint of the current parity atomically; after a barrier process 0
-replaces the commit record (under a CRC-32 of its fields). A crash at any moment
-leaves the committed parity's files and every draw they cover on disk.
-
-Every byte a reader trusts is checked (:mod:`sluice.io.integrity`); damage is a
-:class:`StoreError` naming the file. Stores of formats 1 and 2 carry no checksums:
-they are read unchecked and not resumed. A store records its model's fingerprint
-and data hash but no code: ``sluice.resume(path, model)`` is given the model. A
-store is built beside its place and renamed into it; before process 0 writes,
-holding the lock, it refuses a store holding a symbolic link and removes what dead
-writers left (:mod:`sluice.io.leftovers`). ``docs/architecture.md`` ("Sinks, stores
-and checkpoints") describes the protocol in full.
+never share a Zarr chunk. After every chunk each process syncs its draws and writes
+its checkpoint of the current parity atomically; after a barrier process 0
+replaces the commit record, so a crash leaves the committed parity's files and
+every draw they cover on disk. Every byte a reader trusts is checked
+(:mod:`sluice.io.integrity`). ``docs/architecture.md`` ("Sinks, stores and
+checkpoints") describes the protocol in full.
 """
 
 from __future__ import annotations

@@ -4,15 +4,11 @@ The schedule has Stan's shape (Stan reference manual, "HMC algorithm
 parameters"): an initial fast buffer (step size only), slow windows that
 double in length (the mass matrix is re-estimated and the step size
 re-initialised at the end of each), and a terminal fast buffer. Stan's sizes
-are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at least 50): with
-an identity metric on a badly scaled posterior every early iteration costs up
-to ``2**max_tree_depth`` gradients, so a first metric is in use after 20
-iterations; and the terminal buffer's step size, the dual averaging's average
-since its restart at ``log(10 eps)``, still carries that transient over 50
-iterations (docs/architecture.md has the measurements). The windows are then
-10, 20, 40, ... long, the last one stretched to the terminal buffer. When the
-buffers do not fit, 15 % / 75 % / 10 %; under 20 warmup iterations only the
-step size is adapted.
+are 75 / 25 / 50; sluice's are 10 / 10 / 15% of the warmup (at least 50), so
+that a first metric is in use early and the final step size has settled
+(docs/architecture.md says why). The windows are then 10, 20, 40, ... long, the
+last one stretched to the terminal buffer. When the buffers do not fit, 15 % /
+75 % / 10 %; under 20 warmup iterations only the step size is adapted.
 
 Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
 §3.2; ``t0 = 10``, ``gamma = 0.05``, ``kappa = 0.75``), restarted at
@@ -24,12 +20,10 @@ Metric, at the end of a window of ``n`` draws:
 * diagonal, given the draws' gradients (``update`` receives kernel states):
   in every window but the last, ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))``, the
   diagonal that minimises the sample Fisher divergence between the whitened
-  posterior and a standard normal (Seyboldt, Carlson & Carpenter 2026). It is
-  exact for a Gaussian whatever the draws (``g = -Sigma^{-1} (x - mu)``), so
-  even a short window of transient draws gives a good first metric. The last
-  window, whose metric the draws are made with, takes the draws' variance
-  (Stan's): the Fisher diagonal is smaller (``var(x_i) var(g_i) >= 1``), far
-  smaller on heavy tails or a funnel's neck, which chains on it cross slowly;
+  posterior and a standard normal (Seyboldt, Carlson & Carpenter 2026), exact
+  for a Gaussian whatever the draws. The last window, whose metric the draws
+  are made with, takes the draws' variance (Stan's): the Fisher diagonal is
+  smaller (``var(x_i) var(g_i) >= 1``), far smaller on heavy tails;
 * diagonal, given positions only: the draws' variance (Stan);
 * dense: the draws' covariance (Stan);
 
