@@ -39,13 +39,10 @@ def from_numpyro(model: Callable[..., Any], *args: Any, **kwargs: Any) -> Model:
     """A :class:`sluice.Model` for a NumPyro model called with ``*args, **kwargs``.
 
     Every argument after ``model`` is passed to the model, as in
-    ``numpyro.infer.MCMC.run(rng_key, *args, **kwargs)``. For options (the init
-    strategy, ArviZ coords, a name) use :func:`sluice.interop.numpyro.convert`.
-
-    Sampling the result draws from the posterior of the model's continuous
-    latent sites. With ``p(z, y)`` the model's joint density, ``z`` its latent
-    sites and ``T`` NumPyro's bijection from unconstrained space onto their
-    support, sluice samples ``u`` from
+    ``numpyro.infer.MCMC.run(rng_key, *args, **kwargs)``; for options use
+    :func:`sluice.interop.numpyro.convert`. With ``p(z, y)`` the model's joint
+    density, ``z`` its latent sites and ``T`` NumPyro's bijection from
+    unconstrained space onto their support, sluice samples ``u`` from
 
     .. math:: \\log \\pi(u) = \\log p(T(u), y) + \\log |\\det J_T(u)|
 
@@ -70,11 +67,8 @@ def from_numpyro(model: Callable[..., Any], *args: Any, **kwargs: Any) -> Model:
     Raises
     ------
     ValueError
-        If a latent site is discrete (sluice's kernels need gradients), if a
-        plate subsamples its data, or if the model has no continuous latent
-        site.
-    ImportError
-        If NumPyro is not installed.
+        If a latent site is discrete, if a plate subsamples its data, or if
+        the model has no continuous latent site.
 
     Examples
     --------
@@ -121,9 +115,8 @@ def convert(
         applied once per chain with that chain's key.
     log_likelihood
         Record the pointwise log-likelihood of each observed site (ArviZ's
-        ``log_likelihood`` group, for LOO and WAIC; ``az.from_numpyro`` adds it
-        by default). It costs one likelihood evaluation and ``num_data``
-        values per draw: turn it off for large data sets.
+        ``log_likelihood`` group): one likelihood evaluation and ``num_data``
+        values per draw.
     dims, coords
         ArviZ dims and coords; they update the dims inferred from the plates
         and the plates' integer coordinates.
