@@ -1,34 +1,21 @@
 """The one cache of compiled programs: ahead-of-time compiles keyed by settings.
 
-Every program sluice compiles (the chunk program, its initialisation, the
-statistics' start, merge and finalize, a variational fit's chunk) goes
-through :func:`compiled`. An entry is keyed by a *program key*, a hashable
-description of what the program computes (model fingerprint, kernel
-settings, statistic keys, chunk size, devices: never object identities
-where settings exist), together with the arguments' tree structure, shapes
-and dtypes. A second run of the same model structure and settings therefore
-compiles nothing, and equal settings built twice share one program.
-
-Compiles may run ahead, in a background thread (:func:`in_background`): XLA
-releases the GIL while compiling. A thread that asks for an entry being
-compiled waits for it; a failed compile is not cached, so the next asker
-compiles again and raises the error where the user sees it.
-
-Small programs can be compiled for a quick compile rather than a quick run
-(``fast_if_small=True``, used for the statistics' start, merge and finalize,
-and for programs that run once, such as a run's initialisation): on CPU,
-XLA's backend optimisation level 0 and its older loop emitters compile in
-seconds less and run slower (docs/architecture.md). The run cost grows with
-the state, the compile cost does not: above :data:`FAST_COMPILE_BYTES` of
-arguments and results the defaults are kept. A run's chunk program may take
-the older loop emitters alone (:func:`loop_options`).
+Every program sluice compiles goes through :func:`compiled`, keyed by a
+*program key* (a hashable description of what the program computes: never
+object identities where settings exist) and the arguments' tree structure,
+shapes and dtypes, so equal settings built twice share one program.
+Compiles may run in a background thread (:func:`in_background`); a failed
+compile is not cached, so the next asker compiles again and raises.
+``fast_if_small=True`` compiles a program of at most
+:data:`FAST_COMPILE_BYTES` of arguments and results for a quick compile rather
+than a quick run; :func:`loop_options` gives a run's chunk program the older
+loop emitters alone. docs/architecture.md ("The compile cache") has the
+details and measurements.
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
 ``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
 ``chain_method="auto"`` runs sequentially (``0``: never);
-``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off (everything
-then compiles on first use, in the foreground), for runs whose summary is
-never read, such as a test suite's.
+``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off.
 """
 
 from __future__ import annotations

@@ -25,16 +25,10 @@ SPD geometric mean ``Sigma = C_g^{-1} # C_x`` of the draws' covariance ``C_x``
 and the inverse of the gradients' covariance ``C_g`` (exact for a Gaussian,
 whatever the draws: ``g = -Sigma^{-1} (x - mu)``). Of ``Sigma``'s eigenvalues,
 those beyond ``[1 / cutoff, cutoff]`` are kept (the ``rank`` largest in
-``|log lam|``); the others become one. Two choices differ from nutpie's
-(docs/architecture.md has the measurements):
-
-* the subspace is the span of the draws alone, not of the draws and the
-  gradients together: with fewer draws than dimensions, directions only the
-  gradients span have no draw variance but the ridge, and their fitted
-  eigenvalues are artefacts;
-* ``cutoff = 2`` rather than nutpie's 100, whose wide band leaves moderately
-  elongated directions to the diagonal; the rank is fixed (``max_rank``), so
-  keeping them costs nothing per step.
+``|log lam|``); the others become one. It differs from nutpie's in two choices
+(docs/architecture.md has the measurements): the subspace is the span of the
+draws alone, not of the draws and the gradients, and ``cutoff = 2`` rather than
+nutpie's 100.
 
 References
 ----------
