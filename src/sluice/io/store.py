@@ -348,11 +348,9 @@ class ZarrSink:
             self._write_record(record)
 
     def stop(self, draws: int, process: int = 0) -> None:
-        """Record that the run ended, converged, after ``draws`` draws per chain (of the
-        ``draws`` it was given): the commit record says so, atomically, then the arrays
-        are cut to those draws (a crash in between leaves a store that reads the same:
-        readers cut to the committed draws). Process 0 does both; the others, after it,
-        reopen the cut arrays."""
+        """Record that the run ended, converged, after ``draws`` draws per chain: process 0
+        says so in the commit record, then cuts the arrays (readers cut to the committed
+        draws in between); the others, after it, reopen the cut arrays."""
         if process != 0:
             fresh = ZarrSink.open_existing(self.path, writable=False)
             self._arrays = fresh._arrays
@@ -422,12 +420,9 @@ class ZarrSink:
         """Reopen a store: to continue writing it (see :func:`sluice.resume`), or
         read-only (``writable=False``: stores of formats 1 and 2 too, unchecked).
 
-        A store of format 3 is checked first (:mod:`sluice.io.integrity`): its
-        metadata against its commit record's manifest. ``writable=True`` also reads
-        every committed chunk once and checks that it exists and matches its
-        checksum: a resume never builds on damaged draws. Reads through the store's
-        arrays check each chunk read (a missing one of the committed draws too).
-        Damage is a :class:`StoreError` naming the file."""
+        A store of format 3 is checked first (:mod:`sluice.io.integrity`);
+        ``writable=True`` also checks every committed chunk once. Damage is a
+        :class:`StoreError` naming the file."""
         import zarr
 
         path = Path(path)

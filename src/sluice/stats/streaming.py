@@ -271,12 +271,8 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
     """Add ``draws[0 .. count - 1]`` (a leading axis), the chain's next ``count`` draws.
 
     The engine calls this once per chunk, at a chunk boundary of the statistic's
-    geometry (else the state is marked inconsistent and finalizes to NaN).
-
-    Every element's sums are its own, so more than :data:`UPDATE_BLOCK` elements
-    are updated a block of them at a time, each block's columns of the state
-    sliced out and written back in place: the update's temporaries then stay
-    those of one block.
+    geometry (else the state is marked inconsistent and finalizes to NaN). More than
+    :data:`UPDATE_BLOCK` elements are updated a block at a time, in place.
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
@@ -457,9 +453,8 @@ def summary(
         Exact lags of the autocovariances; the block length and the lags of
         the block means that extend them when Geyer's sequence runs longer.
     buckets
-        Histogram buckets (quantiles, HDI); default 288 when a chain's draws fit
-        the ``uint16`` counters (``num_draws <= 65,535``), else 144 (``int32``
-        counters: the same bytes).
+        Histogram buckets (quantiles, HDI); default 288 with ``uint16`` counters
+        (``num_draws <= 65,535``), else 144 (``int32`` counters: the same bytes).
     pilot
         Final warmup draws per chain pooled for the reference.
 
