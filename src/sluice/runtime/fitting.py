@@ -1,11 +1,9 @@
 """``fit()``: VI's host loop, maximising a particle bound with optax in compiled chunks.
 
-The chunks are :mod:`sluice.vi.chunk`'s program (``chunk_size`` optimisation
-steps, masked past the last one); this loop validates the arguments before
-anything is traced, dispatches chunk ``k + 1`` before it reads chunk ``k``'s
-ELBO trace (:func:`~sluice.runtime.loop.pipelined`, MCMC's loop too), advances
-the progress bar once per chunk, and raises :class:`FitError`, naming the step
-and the parameters, when a chunk comes back with a non-finite step.
+The chunks are :mod:`sluice.vi.chunk`'s program; this loop validates the
+arguments before anything is traced, runs the chunks through
+:func:`~sluice.runtime.loop.pipelined` (MCMC's loop too) and raises
+:class:`FitError` when a chunk comes back with a non-finite step.
 """
 
 from __future__ import annotations
@@ -353,11 +351,8 @@ def _non_finite_entries(finite: Any, coordinates: list[str]) -> list[str]:
 def _fit_error(
     model: Model, family: Family, state: FitState, trace: np.ndarray, step: int
 ) -> FitError:
-    """The error for the first non-finite step, with the last finite parameters attached.
-
-    ``state`` is frozen at the parameters before the failing step (a failing
-    step is never applied), so its params are the last finite ones.
-    """
+    """The error for the first non-finite step, with the last finite parameters attached
+    (a failing step is never applied, so ``state`` holds them)."""
     failure = jax.device_get(state.failure)
     coordinates = element_labels(model.example_point())  # of the flat vector, e.g. beta[3]
     bad_grad = _non_finite_entries(failure.grad_finite, coordinates)
