@@ -108,13 +108,9 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     """XLA options for a program that loops over a run: XLA:CPU's classic emitters
     (:data:`CLASSIC_EMITTER_OPTIONS`) when the default backend is the CPU and the
     run's expected memory traffic, ``traffic`` bytes, is at most
-    :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
-
-    The classic emitters compile a small model's chunk program sooner and run it as
-    fast (docs/architecture.md); where a run moves tens of GB their code can be
-    slower, and a second of compile is the smaller cost. The options
-    change the program's floating-point results, so they must depend only on what
-    fixes the draws (the model and the run's length), never on the devices.
+    :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults). The options change
+    the program's floating-point results, so they depend only on what fixes the draws,
+    never on the devices (docs/architecture.md).
     """
     if jax.default_backend() != "cpu" or traffic > SMALL_RUN_BYTES:
         return None
@@ -222,11 +218,10 @@ def compiled(
 ) -> Any:
     """The executable of ``jit(fn)`` for arguments shaped like ``args``.
 
-    ``key`` describes the program (everything ``fn`` computes but its
-    arguments); ``fn`` is traced only when the cache has no entry for ``key``
-    and the arguments' shapes. ``args`` are arrays, ``jax.ShapeDtypeStruct``
-    or Python scalars; ``fn`` may be a ``jax.jit`` object (to donate
-    arguments, say). Waits for a compile of the same entry in progress.
+    ``key`` describes the program (everything ``fn`` computes but its arguments);
+    ``fn`` (a function or a ``jax.jit`` object) is traced only when the cache has no
+    entry for ``key`` and the arguments' shapes. Waits for a compile of the same
+    entry in progress.
     ``fast_if_small``, ``fast_by`` and ``options``: see :func:`fill`; the options
     that may differ for the same program belong in ``key``.
     """
@@ -249,9 +244,8 @@ def call(key: Hashable, fn: Callable, *args: Any) -> Any:
 def eager(key: Hashable, fn: Callable, *args: Any) -> Any:
     """``fn(*args)``: traced inline under an outer transformation (its arguments hold a
     tracer), else :func:`call`: compiled once per ``key`` and shapes, with the fast
-    options when small. For a statistic's ``merge`` and ``finalize``, which users
-    call on concrete states and which run op by op would dispatch some 2,000
-    operations (``docs/statistics.md``)."""
+    options when small (for a statistic's ``merge`` and ``finalize`` called on
+    concrete states)."""
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args)):
         return fn(*args)
     return call(key, fn, *args)

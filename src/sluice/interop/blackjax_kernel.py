@@ -3,12 +3,10 @@
 A BlackJAX ``SamplingAlgorithm`` factory (``blackjax.nuts``, ``blackjax.mala``,
 ``blackjax.mclmc``, ...) is built inside the chunk on the model's log-density,
 with its parameters as traced values: fixed ones as given, tuned ones from a
-warmup that runs one iteration at a time inside the chunks (so it has progress,
-checkpoints and exact resume like sluice's own kernels). BlackJAX's own
-``window_adaptation`` runs a whole warmup as one ``scan``, which cannot be cut
-into chunks; hence sluice's ``"window"`` (Stan's schedule,
-:func:`sluice.mcmc.kernels.window_warmup`), ``"step_size"``, ``"mclmc"``
-(:mod:`sluice.interop.mclmc_tuning`) and ``"chees"`` (:mod:`sluice.interop.chees`).
+warmup that runs one iteration at a time inside the chunks (BlackJAX's own runs
+as one ``scan``): ``"window"`` (:func:`sluice.mcmc.kernels.window_warmup`),
+``"step_size"``, ``"mclmc"`` (:mod:`sluice.interop.mclmc_tuning`) or ``"chees"``
+(:mod:`sluice.interop.chees`).
 docs/kernels.md gives the warmups' defaults and the sample statistics' names.
 """
 
