@@ -156,13 +156,11 @@ def elbo(
 
         \widehat{\mathrm{IWAE}} = \log \frac{1}{K} \sum_{i<K} w_i
 
-    The ELBO uses the family's closed-form entropy :math:`H` when it has one
-    (lower variance), otherwise :math:`-\log q_\lambda(x_i)` per particle.
-    Both are unbiased for their bound's expectation; the IWAE bound
+    The ELBO uses the family's closed-form entropy :math:`H` when it has one,
+    otherwise :math:`-\log q_\lambda(x_i)` per particle; the IWAE bound
     tightens towards :math:`\log Z` as :math:`K` grows [2]_. The function is
-    pure: differentiate it with ``jax.grad`` (with respect to ``params``), jit
-    it (``num_particles``, ``particle_chunk_size`` and ``bound`` static), or
-    vmap it over parameters or keys.
+    pure (under ``jit``, ``num_particles``, ``particle_chunk_size`` and
+    ``bound`` are static).
 
     Parameters
     ----------
@@ -275,19 +273,13 @@ def sample(
     """Draws from ``q`` mapped through the model's transform to named quantities.
 
     Draw ``i`` uses ``fold_in(rng_key, i)``, like particle ``i`` of
-    :func:`elbo`, and is mapped through ``model.transform`` (constrained
-    parameters and deterministics), so the names are those of the MCMC draws
-    of the same model.
+    :func:`elbo`; the names are those of the MCMC draws of the same model
+    (``"x"`` for a log-density of one flat point).
 
     Parameters
     ----------
-    model
-        A :class:`sluice.Model` (or a log-density of one flat point; its draws
-        are then named ``"x"``).
-    family, params
-        The fitted family and its parameters.
-    rng_key
-        Root key of the draws.
+    model, family, params, rng_key
+        As in :func:`elbo`.
     num_samples
         Number of draws.
 
