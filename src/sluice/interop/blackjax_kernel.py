@@ -67,12 +67,9 @@ def from_blackjax(
         ``blackjax.hmc``, ``blackjax.mala``, ``blackjax.mclmc``,
         ``blackjax.adjusted_mclmc``, ``blackjax.barker_proposal``, ...
     warmup
-        How the parameters the user leaves out are tuned: ``"window"``
-        (``step_size`` and ``inverse_mass_matrix``), ``"step_size"``,
-        ``"mclmc"`` (``L``, ``step_size``, ``inverse_mass_matrix``), ``None``
-        (every required parameter given, nothing tuned), or ``"auto"``: the
-        algorithm's usual one (window for the HMC family, step size for MALA,
-        MCLMC's tuner for MCLMC), ``None`` if every parameter it tunes is given.
+        How the parameters left out are tuned: ``"window"``, ``"step_size"``,
+        ``"mclmc"``, ``"chees"``, ``None`` (nothing tuned), or ``"auto"``: the
+        algorithm's usual one (docs/kernels.md), ``None`` if the step size is given.
     target_accept
         The step-size adaptation's target (default 0.8 for the HMC family, 0.9
         for adjusted MCLMC, 0.574 for MALA and Barker).

@@ -1,14 +1,11 @@
 """Sample a NumPyro model with sluice: :func:`from_numpyro`.
 
 The adapter asks NumPyro for everything model-specific (its bijections to
-unconstrained space and their log-Jacobians, its post-processing into latent and
-deterministic sites, its init strategy, ``numpyro.infer.log_likelihood``'s values
-and ``az.from_numpyro``'s dims) and gives sluice pure functions of ONE
-unconstrained point, which sluice batches over chains; docs/adapters.md tables
-how each piece maps onto NumPyro's.
-
-This module imports NumPyro only when :func:`from_numpyro` is called, so that
-``import sluice`` works without it.
+unconstrained space, its post-processing into latent and deterministic sites,
+its init strategy, its log-likelihood and ``az.from_numpyro``'s dims) and gives
+sluice pure functions of ONE unconstrained point; docs/adapters.md tables how
+each piece maps onto NumPyro's. NumPyro is imported only when
+:func:`from_numpyro` is called.
 """
 
 from __future__ import annotations
@@ -109,10 +106,8 @@ def convert(
     model_args, model_kwargs
         Its positional and keyword arguments.
     init_strategy
-        A NumPyro init strategy (``numpyro.infer.init_to_uniform``,
-        ``init_to_median``, ``init_to_sample``, ``init_to_value(values=...)``,
-        ...); default ``init_to_uniform``, as ``numpyro.infer.NUTS``. It is
-        applied once per chain with that chain's key.
+        A NumPyro init strategy, applied once per chain with that chain's key;
+        default ``init_to_uniform``, as ``numpyro.infer.NUTS``.
     log_likelihood
         Record the pointwise log-likelihood of each observed site (ArviZ's
         ``log_likelihood`` group): one likelihood evaluation and ``num_data``

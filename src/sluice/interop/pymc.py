@@ -3,13 +3,9 @@
 
 The adapter goes through PyMC's own JAX export (``pymc.sampling.jax``, the path
 ``pm.sample(nuts_sampler="numpyro")`` takes) and hands sluice pure functions of ONE
-unconstrained point, ``{value variable name: array}`` (``tau_log__``, ...);
-docs/adapters.md tables how each piece maps onto PyMC's. An adapted model runs in
-the model's own precision: PyTensor's JAX backend turns ``jax_enable_x64`` on for
-a float64 model when imported, and sluice leaves that as PyMC sets it.
-
-PyMC is imported only when :func:`from_pymc` or :func:`sample` is called, so that
-``import sluice`` works without it.
+unconstrained point, ``{value variable name: array}``; docs/adapters.md tables how
+each piece maps onto PyMC's. An adapted model runs in the model's own precision.
+PyMC is imported only when :func:`from_pymc` or :func:`sample` is called.
 """
 
 from __future__ import annotations

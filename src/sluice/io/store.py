@@ -108,17 +108,14 @@ class ZarrSink:
         Replace an existing sluice store at ``path``.
     compressors
         Zarr compressors for the draws (default: none; float draws compress
-        poorly and compression costs time on the host).
+        poorly).
     model_source
-        Where the model comes from (set by ``sluice sample FILE.py``): a record
-        of the script's path and SHA-256, which ``sluice resume --model`` checks
-        (a store never runs the code it names).
+        A record of the model script's path and SHA-256 (set by ``sluice sample
+        FILE.py``), which ``sluice resume --model`` checks.
     durable
         Sync every chunk's draws to disk before its checkpoint is committed
-        (default), so that a power cut loses nothing committed. ``False`` skips
-        those syncs (the store's metadata, checkpoints and commit records are
-        synced all the same): faster on slow disks, and a power cut may then
-        lose committed draws.
+        (default), so that a power cut loses nothing committed; ``False`` is
+        faster on slow disks.
 
     Examples
     --------

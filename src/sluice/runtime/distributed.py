@@ -71,9 +71,8 @@ def initialize(
     initialization_timeout, heartbeat_timeout_seconds, shutdown_timeout_seconds
         Bounded waits for peers (seconds); see the module docstring.
     fail_fast
-        Install an exception hook that exits the process immediately after
-        printing an uncaught exception, so peers fail within a heartbeat
-        instead of waiting for the shutdown barrier.
+        Install an exception hook that exits at once after printing an
+        uncaught exception.
     **jax_kwargs
         Passed on to ``jax.distributed.initialize``.
     """

@@ -96,12 +96,8 @@ class Fit:
         host arrays, in the model's flat unconstrained space.
     elbo
         ``(steps,)`` ELBO estimate at each step, before that step's update.
-    family
-        The :class:`Family`.
-    model
-        The :class:`sluice.Model`.
-    info
-        :class:`FitInfo`: settings and wall time.
+    family, model, info
+        The :class:`Family`, the :class:`sluice.Model` and the :class:`FitInfo`.
     """
 
     def __init__(

@@ -73,9 +73,8 @@ def sample(
         budget. The draws do not depend on it.
     kernel
         ``"nuts"`` (default), ``"hmc"``, or a kernel object such as
-        ``sluice.nuts(max_tree_depth=8)``, BlackJAX's
-        ``sluice.kernels.from_blackjax(blackjax.mclmc)`` or NumPyro's
-        ``sluice.kernels.from_numpyro(numpyro.infer.NUTS)`` (:mod:`sluice.kernels`).
+        ``sluice.nuts(max_tree_depth=8)`` or BlackJAX's and NumPyro's
+        (:mod:`sluice.kernels`).
     target_accept, max_tree_depth, dense_mass, mass_matrix
         Shortcuts that override the kernel's settings
         (:class:`sluice.mcmc.kernels.NUTS`; the run records the metric
