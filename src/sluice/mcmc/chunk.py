@@ -115,9 +115,7 @@ class ChunkProgram:
     ``advance(consts, carry, chain_ids, start, stop, num_warmup, schedule, keys)``
     returns ``(carry, counters, outputs)``; ``outputs`` is ``None`` unless the
     program records draws or its statistics are updated apart
-    (:attr:`separate_statistics`: ``outputs`` then holds ``"posterior"``, and
-    ``update_statistics(stats, {"posterior": outputs["posterior"]}, count)``
-    updates them).
+    (:attr:`separate_statistics`).
     """
 
     flat_model: FlatModel

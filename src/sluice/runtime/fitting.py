@@ -131,16 +131,8 @@ class Fit:
         return jax.device_get(out)
 
     def sample(self, num_samples: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-        """Independent draws from ``q``, mapped through the model's transform.
-
-        Draw ``i`` uses ``fold_in(PRNGKey(seed), i)``.
-
-        Returns
-        -------
-        dict
-            ``{name: ndarray (num_samples, *shape)}``, the same names as the
-            MCMC draws of the model.
-        """
+        """Independent draws from ``q``, ``{name: ndarray (num_samples, *shape)}``, as
+        :func:`sluice.vi.sample` with the key ``PRNGKey(seed)``."""
         return self._groups(num_samples, seed)["posterior"]
 
     def to_arviz(self, num_samples: int = 1000, seed: int = 0) -> Any:
