@@ -100,12 +100,9 @@ class ZarrSink:
 
     Parameters
     ----------
-    path
-        Directory of the store (created). An existing sluice store is never
-        overwritten unless ``overwrite=True``; a directory that is not a
-        sluice store is never overwritten.
-    overwrite
-        Replace an existing sluice store at ``path``.
+    path, overwrite
+        Directory of the store (created). An existing sluice store is replaced
+        only with ``overwrite=True``; a directory that is not one, never.
     compressors
         Zarr compressors for the draws (default: none; float draws compress
         poorly).

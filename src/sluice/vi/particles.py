@@ -168,14 +168,10 @@ def elbo(
         A :class:`sluice.Model`, or a log-density of ONE flat point ``x`` of
         shape ``(dim,)``. For a Model, ``x`` is the flattened unconstrained
         parameter (see :meth:`sluice.Model.flatten`).
-    family
-        The variational family, e.g. ``sluice.vi.meanfield()``.
-    params
-        The family's parameters (e.g. :class:`MeanFieldParams`).
-    rng_key
-        Particle ``i`` is drawn with ``jax.random.fold_in(rng_key, i)``.
-    num_particles
-        Number of particles :math:`K`.
+    family, params
+        The variational family (e.g. ``sluice.vi.meanfield()``) and its parameters.
+    rng_key, num_particles
+        Particle ``i < K = num_particles`` is drawn with ``fold_in(rng_key, i)``.
     particle_chunk_size
         Evaluate the particles this many at a time (``None``: all at once).
         The estimate does not depend on it beyond float summation order;
