@@ -51,12 +51,8 @@ __all__ = [
 def cpu_devices() -> _cores.CpuDevices:
     """What ``import sluice`` did about JAX's CPU devices, and why.
 
-    On a multi-core CPU sluice asks JAX for one CPU device per usable core
-    (so chains run in parallel) unless the user chose a count already
-    (``JAX_NUM_CPU_DEVICES``, ``jax.config.update("jax_num_cpu_devices", n)``,
-    XLA's ``--xla_force_host_platform_device_count``, or
-    ``SLUICE_CPU_DEVICES=n``) or JAX's backend had started.
-    ``requested`` is the count sluice set (``None``: it set nothing).
+    See docs/distributed.md ("Every core of a CPU"); ``requested`` is the count sluice
+    set (``None``: it set nothing).
     """
     return _cores.choice()
 

@@ -8,8 +8,7 @@
   ``BarkerMH``) on the model's potential, with their own warmup.
 
 Every kernel implements :class:`Kernel` (:mod:`sluice.mcmc.protocol`), so any of
-them gets the chunks, sinks, streaming statistics, ``until``, devices,
-processes and exact resume.
+them gets everything a run does (docs/kernels.md).
 
 Examples
 --------

@@ -1,12 +1,10 @@
 """Models: a log-density written for one point, plus what to record of each draw.
 
 A :class:`Model` is pure functions of ONE unconstrained parameter value (a
-pytree); chains and particles are added with ``jax.vmap`` (or ``lax.map``) by
-the engine. Internally the parameter pytree is flattened to one ``(dim,)``
-vector (:class:`FlatModel`), and the data a model closes over is hoisted out of
-the functions (:func:`_hoist`) so that it is passed to compiled code as
-arguments instead of being baked into it as constants: compiles are smaller and
-a new data set of the same shapes reuses the compiled program.
+pytree); the engine adds chains and particles. Internally the parameter pytree is
+flattened to one ``(dim,)`` vector (:class:`FlatModel`), and the data a model
+closes over is hoisted out of the functions (:func:`_hoist`) and passed to
+compiled code as arguments, so a new data set of the same shapes reuses the program.
 """
 
 from __future__ import annotations
@@ -37,12 +35,9 @@ class Model:
     Parameters
     ----------
     log_density
-        The unnormalised log density of one point in unconstrained space, written
-        in one of three ways (:mod:`sluice.calling`): of keyword arguments named
-        as ``init``'s keys (``def log_joint(beta)`` with ``init={"beta": ...}``),
-        of one array (``def log_joint(beta)`` with ``init=jnp.zeros(10)``: the
-        draws are named ``beta``), or of one pytree shaped like ``init``
-        (``def log_density(p): ... p["beta"]``).
+        The unnormalised log density of one point in unconstrained space: a
+        function of keyword arguments named as ``init``'s keys, of one array, or
+        of one pytree shaped like ``init`` (:mod:`sluice.calling`).
     init
         Where chains start: a pytree of float arrays (one point, shared by all
         chains; lists of numbers become arrays), or a function ``init(rng_key)

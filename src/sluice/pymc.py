@@ -1,12 +1,7 @@
 """sluice for PyMC users: :func:`sample`, ``pm.sample``'s drop-in, and :func:`from_pymc`.
 
-``from sluice.pymc import sample`` inside ``with model:`` samples a PyMC model as
-``pm.sample`` does and returns ``arviz.InferenceData``; :func:`from_pymc` turns
-the model into a :class:`sluice.Model` for :func:`sluice.sample` and its options.
-The adapter itself is :mod:`sluice.interop.pymc`.
-
-PyMC is imported when one of them is called, not by ``import sluice.pymc``;
-``import sluice`` imports this module only when ``sluice.pymc`` is first read.
+The adapter itself is :mod:`sluice.interop.pymc`; PyMC is imported when one of them
+is called.
 
 Examples
 --------

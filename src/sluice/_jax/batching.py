@@ -49,11 +49,9 @@ def batched_by(one: Callable, many: Callable) -> Callable:
 def map_in_place(one: Callable, per_chain: tuple) -> tuple:
     """``lax.map(one, per_chain)`` for a ``one`` whose first output replaces its first input.
 
-    ``lax.map`` would make three passes over the stacked carry (which may hold
-    megabytes of statistics' states): here each chain's result overwrites its
-    input in the scan's own state (the chunk program donates the carry), and only
-    the other outputs are stacked. Each chain's state is still read out as a copy,
-    which ``one`` may use as its own temporary.
+    Each chain's result overwrites its input in the scan's own state (the chunk
+    program donates the carry), where ``lax.map`` would make three passes over it;
+    only the other outputs are stacked.
     """
     carry, rest = per_chain[0], tuple(per_chain[1:])
     n = jax.tree.leaves(carry)[0].shape[0]

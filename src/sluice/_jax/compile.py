@@ -1,34 +1,21 @@
 """The one cache of compiled programs: ahead-of-time compiles keyed by settings.
 
-Every program sluice compiles (the chunk program, its initialisation, the
-statistics' start, merge and finalize, a variational fit's chunk) goes
-through :func:`compiled`. An entry is keyed by a *program key*, a hashable
-description of what the program computes (model fingerprint, kernel
-settings, statistic keys, chunk size, devices: never object identities
-where settings exist), together with the arguments' tree structure, shapes
-and dtypes. A second run of the same model structure and settings therefore
-compiles nothing, and equal settings built twice share one program.
-
-Compiles may run ahead, in a background thread (:func:`in_background`): XLA
-releases the GIL while compiling. A thread that asks for an entry being
-compiled waits for it; a failed compile is not cached, so the next asker
-compiles again and raises the error where the user sees it.
-
-Small programs can be compiled for a quick compile rather than a quick run
-(``fast_if_small=True``, used for the statistics' start, merge and finalize,
-and for programs that run once, such as a run's initialisation): on CPU,
-XLA's backend optimisation level 0 and its older loop emitters compile in
-seconds less and run slower (docs/architecture.md). The run cost grows with
-the state, the compile cost does not: above :data:`FAST_COMPILE_BYTES` of
-arguments and results the defaults are kept. A run's chunk program may take
-the older loop emitters alone (:func:`loop_options`).
+Every program sluice compiles goes through :func:`compiled`, keyed by a
+*program key* (a hashable description of what the program computes: never
+object identities where settings exist) and the arguments' tree structure,
+shapes and dtypes, so equal settings built twice share one program.
+Compiles may run in a background thread (:func:`in_background`); a failed
+compile is not cached, so the next asker compiles again and raises.
+``fast_if_small=True`` compiles a program of at most
+:data:`FAST_COMPILE_BYTES` of arguments and results for a quick compile rather
+than a quick run; :func:`loop_options` gives a run's chunk program the older
+loop emitters alone. docs/architecture.md ("The compile cache") has the
+details and measurements.
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
 ``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
 ``chain_method="auto"`` runs sequentially (``0``: never);
-``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off (everything
-then compiles on first use, in the foreground), for runs whose summary is
-never read, such as a test suite's.
+``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off.
 """
 
 from __future__ import annotations
@@ -121,13 +108,9 @@ def loop_options(traffic: float) -> dict[str, Any] | None:
     """XLA options for a program that loops over a run: XLA:CPU's classic emitters
     (:data:`CLASSIC_EMITTER_OPTIONS`) when the default backend is the CPU and the
     run's expected memory traffic, ``traffic`` bytes, is at most
-    :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
-
-    The classic emitters compile a small model's chunk program sooner and run it as
-    fast (docs/architecture.md); where a run moves tens of GB their code can be
-    slower, and a second of compile is the smaller cost. The options
-    change the program's floating-point results, so they must depend only on what
-    fixes the draws (the model and the run's length), never on the devices.
+    :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults). The options change
+    the program's floating-point results, so they depend only on what fixes the draws,
+    never on the devices (docs/architecture.md).
     """
     if jax.default_backend() != "cpu" or traffic > SMALL_RUN_BYTES:
         return None
@@ -235,11 +218,10 @@ def compiled(
 ) -> Any:
     """The executable of ``jit(fn)`` for arguments shaped like ``args``.
 
-    ``key`` describes the program (everything ``fn`` computes but its
-    arguments); ``fn`` is traced only when the cache has no entry for ``key``
-    and the arguments' shapes. ``args`` are arrays, ``jax.ShapeDtypeStruct``
-    or Python scalars; ``fn`` may be a ``jax.jit`` object (to donate
-    arguments, say). Waits for a compile of the same entry in progress.
+    ``key`` describes the program (everything ``fn`` computes but its arguments);
+    ``fn`` (a function or a ``jax.jit`` object) is traced only when the cache has no
+    entry for ``key`` and the arguments' shapes. Waits for a compile of the same
+    entry in progress.
     ``fast_if_small``, ``fast_by`` and ``options``: see :func:`fill`; the options
     that may differ for the same program belong in ``key``.
     """
@@ -262,9 +244,8 @@ def call(key: Hashable, fn: Callable, *args: Any) -> Any:
 def eager(key: Hashable, fn: Callable, *args: Any) -> Any:
     """``fn(*args)``: traced inline under an outer transformation (its arguments hold a
     tracer), else :func:`call`: compiled once per ``key`` and shapes, with the fast
-    options when small. For a statistic's ``merge`` and ``finalize``, which users
-    call on concrete states and which run op by op would dispatch some 2,000
-    operations (``docs/statistics.md``)."""
+    options when small (for a statistic's ``merge`` and ``finalize`` called on
+    concrete states)."""
     if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(args)):
         return fn(*args)
     return call(key, fn, *args)

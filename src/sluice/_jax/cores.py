@@ -1,9 +1,9 @@
 """One JAX CPU device per usable core, so that chains run on every core by default.
 
 JAX's CPU backend exposes one device unless told otherwise before it starts,
-and one CPU device runs one program at a time. sluice places chains over
-devices, so ``import sluice`` asks JAX for one CPU device per core this
-process may run on, **only** when nothing chose already:
+and one CPU device runs one program at a time. ``import sluice`` asks JAX for
+one CPU device per core this process may run on, **only** when nothing chose
+already:
 
 * ``SLUICE_CPU_DEVICES=N`` in the environment asks for ``N`` devices
   (``1``: leave JAX's single device);
@@ -13,14 +13,10 @@ process may run on, **only** when nothing chose already:
 * once the backend has started nothing can change; :func:`note_single_core`
   then says so once when a run could have used more cores.
 
-JAX's default device stays ``cpu:0``; accelerators are untouched.
 :func:`choice` reports what was decided and why (``sluice.cpu_devices()``).
-
-With every core a device, a run's LAPACK calls (jaxlib's CPU decompositions go
-through SciPy's OpenBLAS: the low-rank metric's SVDs, a dense metric's
-Cholesky factor) would each start OpenBLAS's own threads on cores that other
-devices are using; :func:`one_blas_thread` keeps OpenBLAS to one thread while
-a run is on the CPU (docs/architecture.md has the measurements).
+With every core a device, :func:`one_blas_thread` keeps OpenBLAS (jaxlib's CPU
+decompositions) to one thread while a run is on the CPU
+(docs/architecture.md has the measurements).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Give the heap that an XLA compile leaves behind back to the operating system.
 
-Compiling a large program makes LLVM allocate and free hundreds of megabytes.
-glibc keeps freed memory in its arenas, and one that a background thread used
-is not reused by the main thread's allocations, so the process's resident size
-would keep it for the rest of the run (docs/architecture.md). :func:`release`
-calls ``malloc_trim(0)`` after each compile; elsewhere than glibc it does nothing.
+glibc keeps the hundreds of megabytes a compile frees in arenas the main thread
+does not reuse (docs/architecture.md); :func:`release` calls ``malloc_trim(0)``
+after each compile (elsewhere than glibc it does nothing).
 """
 
 from __future__ import annotations

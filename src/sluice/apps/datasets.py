@@ -24,11 +24,9 @@ def logistic_regression_data(
     """The synthetic logistic-regression data of JAX's "vmapped log-probs" notebook.
 
     With the defaults this reproduces the notebook's data exactly: NumPy's
-    legacy generator seeded with ``seed`` draws the true coefficients
-    ``beta ~ N(0, I)``, then ``x ~ N(0, I)`` row by row, then labels
-    ``y_n ~ Bernoulli(sigmoid(x_n . beta))``. A private ``RandomState`` gives
-    the same stream as the notebook's global seeding without touching NumPy's
-    global state.
+    legacy generator seeded with ``seed`` draws ``beta ~ N(0, I)``, then
+    ``x ~ N(0, I)`` row by row, then ``y_n ~ Bernoulli(sigmoid(x_n . beta))``
+    (from a private ``RandomState``: NumPy's global state is untouched).
 
     Parameters
     ----------
@@ -40,8 +38,6 @@ def logistic_regression_data(
     Returns
     -------
     LogisticData
-        ``(x, y, true_beta)``: float32 features ``(num_points, num_features)``,
-        int32 labels in {0, 1}, float32 coefficients that generated ``y``.
 
     References
     ----------

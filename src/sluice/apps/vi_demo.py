@@ -75,16 +75,13 @@ def logistic_log_joint(X: Any, y: Any, prior_scale: float = 10.0) -> Any:
 def logistic_regression_model(X: Any, y: Any, prior_scale: float = 10.0) -> Model:
     """Bayesian logistic regression ``y_n ~ Bernoulli(sigmoid(x_n . beta))``, ``beta ~ N(0, s^2 I)``.
 
-    The log joint is the notebook's, written for one ``beta``
-    (:func:`logistic_log_joint`). The model records pointwise log-likelihoods
-    (for LOO) and the observed labels.
+    The log joint is :func:`logistic_log_joint`; the model records pointwise
+    log-likelihoods and the observed labels.
 
     Parameters
     ----------
-    X
-        ``(num_points, num_features)`` features.
-    y
-        ``(num_points,)`` labels in {0, 1}.
+    X, y
+        ``(num_points, num_features)`` features and ``(num_points,)`` labels in {0, 1}.
     prior_scale
         Prior standard deviation of each coefficient (the notebook's VI
         example uses 10, its MCMC part 1).
@@ -153,22 +150,9 @@ def main(
     seed: int = 10003,
     progress: bool = True,
 ) -> tuple[Fit, str]:
-    """Fit the notebook's VI example and write the figure.
-
-    Parameters
-    ----------
-    out_dir
-        Folder for ``vi_logistic_regression.png`` (created if missing).
-    steps, particles, seed
-        The notebook's 1000 steps of 128 particles by default; its key 10003.
-    progress
-        Show the fit's progress bar.
-
-    Returns
-    -------
-    (Fit, str)
-        The fit and the path of the PNG.
-    """
+    """Fit the notebook's VI example (its 1000 steps of 128 particles, its key 10003 by
+    default) and write ``vi_logistic_regression.png`` to ``out_dir``; return the fit
+    and the path of the PNG."""
     X, y, true_beta = logistic_regression_data()
     model = logistic_regression_model(X, y, prior_scale=10.0)
     result = fit(

@@ -3,12 +3,10 @@
 A BlackJAX ``SamplingAlgorithm`` factory (``blackjax.nuts``, ``blackjax.mala``,
 ``blackjax.mclmc``, ...) is built inside the chunk on the model's log-density,
 with its parameters as traced values: fixed ones as given, tuned ones from a
-warmup that runs one iteration at a time inside the chunks (so it has progress,
-checkpoints and exact resume like sluice's own kernels). BlackJAX's own
-``window_adaptation`` runs a whole warmup as one ``scan``, which cannot be cut
-into chunks; hence sluice's ``"window"`` (Stan's schedule,
-:func:`sluice.mcmc.kernels.window_warmup`), ``"step_size"``, ``"mclmc"``
-(:mod:`sluice.interop.mclmc_tuning`) and ``"chees"`` (:mod:`sluice.interop.chees`).
+warmup that runs one iteration at a time inside the chunks (BlackJAX's own runs
+as one ``scan``): ``"window"`` (:func:`sluice.mcmc.kernels.window_warmup`),
+``"step_size"``, ``"mclmc"`` (:mod:`sluice.interop.mclmc_tuning`) or ``"chees"``
+(:mod:`sluice.interop.chees`).
 docs/kernels.md gives the warmups' defaults and the sample statistics' names.
 """
 
@@ -69,12 +67,9 @@ def from_blackjax(
         ``blackjax.hmc``, ``blackjax.mala``, ``blackjax.mclmc``,
         ``blackjax.adjusted_mclmc``, ``blackjax.barker_proposal``, ...
     warmup
-        How the parameters the user leaves out are tuned: ``"window"``
-        (``step_size`` and ``inverse_mass_matrix``), ``"step_size"``,
-        ``"mclmc"`` (``L``, ``step_size``, ``inverse_mass_matrix``), ``None``
-        (every required parameter given, nothing tuned), or ``"auto"``: the
-        algorithm's usual one (window for the HMC family, step size for MALA,
-        MCLMC's tuner for MCLMC), ``None`` if every parameter it tunes is given.
+        How the parameters left out are tuned: ``"window"``, ``"step_size"``,
+        ``"mclmc"``, ``"chees"``, ``None`` (nothing tuned), or ``"auto"``: the
+        algorithm's usual one (docs/kernels.md), ``None`` if the step size is given.
     target_accept
         The step-size adaptation's target (default 0.8 for the HMC family, 0.9
         for adjusted MCLMC, 0.574 for MALA and Barker).

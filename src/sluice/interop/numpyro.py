@@ -1,14 +1,11 @@
 """Sample a NumPyro model with sluice: :func:`from_numpyro`.
 
 The adapter asks NumPyro for everything model-specific (its bijections to
-unconstrained space and their log-Jacobians, its post-processing into latent and
-deterministic sites, its init strategy, ``numpyro.infer.log_likelihood``'s values
-and ``az.from_numpyro``'s dims) and gives sluice pure functions of ONE
-unconstrained point, which sluice batches over chains; docs/adapters.md tables
-how each piece maps onto NumPyro's.
-
-This module imports NumPyro only when :func:`from_numpyro` is called, so that
-``import sluice`` works without it.
+unconstrained space, its post-processing into latent and deterministic sites,
+its init strategy, its log-likelihood and ``az.from_numpyro``'s dims) and gives
+sluice pure functions of ONE unconstrained point; docs/adapters.md tables how
+each piece maps onto NumPyro's. NumPyro is imported only when
+:func:`from_numpyro` is called.
 """
 
 from __future__ import annotations
@@ -39,13 +36,10 @@ def from_numpyro(model: Callable[..., Any], *args: Any, **kwargs: Any) -> Model:
     """A :class:`sluice.Model` for a NumPyro model called with ``*args, **kwargs``.
 
     Every argument after ``model`` is passed to the model, as in
-    ``numpyro.infer.MCMC.run(rng_key, *args, **kwargs)``. For options (the init
-    strategy, ArviZ coords, a name) use :func:`sluice.interop.numpyro.convert`.
-
-    Sampling the result draws from the posterior of the model's continuous
-    latent sites. With ``p(z, y)`` the model's joint density, ``z`` its latent
-    sites and ``T`` NumPyro's bijection from unconstrained space onto their
-    support, sluice samples ``u`` from
+    ``numpyro.infer.MCMC.run(rng_key, *args, **kwargs)``; for options use
+    :func:`sluice.interop.numpyro.convert`. With ``p(z, y)`` the model's joint
+    density, ``z`` its latent sites and ``T`` NumPyro's bijection from
+    unconstrained space onto their support, sluice samples ``u`` from
 
     .. math:: \\log \\pi(u) = \\log p(T(u), y) + \\log |\\det J_T(u)|
 
@@ -70,11 +64,8 @@ def from_numpyro(model: Callable[..., Any], *args: Any, **kwargs: Any) -> Model:
     Raises
     ------
     ValueError
-        If a latent site is discrete (sluice's kernels need gradients), if a
-        plate subsamples its data, or if the model has no continuous latent
-        site.
-    ImportError
-        If NumPyro is not installed.
+        If a latent site is discrete, if a plate subsamples its data, or if
+        the model has no continuous latent site.
 
     Examples
     --------
@@ -115,15 +106,12 @@ def convert(
     model_args, model_kwargs
         Its positional and keyword arguments.
     init_strategy
-        A NumPyro init strategy (``numpyro.infer.init_to_uniform``,
-        ``init_to_median``, ``init_to_sample``, ``init_to_value(values=...)``,
-        ...); default ``init_to_uniform``, as ``numpyro.infer.NUTS``. It is
-        applied once per chain with that chain's key.
+        A NumPyro init strategy, applied once per chain with that chain's key;
+        default ``init_to_uniform``, as ``numpyro.infer.NUTS``.
     log_likelihood
         Record the pointwise log-likelihood of each observed site (ArviZ's
-        ``log_likelihood`` group, for LOO and WAIC; ``az.from_numpyro`` adds it
-        by default). It costs one likelihood evaluation and ``num_data``
-        values per draw: turn it off for large data sets.
+        ``log_likelihood`` group): one likelihood evaluation and ``num_data``
+        values per draw.
     dims, coords
         ArviZ dims and coords; they update the dims inferred from the plates
         and the plates' integer coordinates.

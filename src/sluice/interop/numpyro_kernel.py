@@ -2,12 +2,10 @@
 
 A NumPyro kernel class (``numpyro.infer.NUTS``, ``HMC``, ``SA``, ``BarkerMH``)
 is built on the model's potential inside the chunk and advanced by its own
-``sample``, one iteration at a time: its warmup runs in its state as under
-``numpyro.infer.MCMC``, so sluice's warmup phase only counts iterations. Each
-iteration's key is sluice's, so draws depend neither on the chunk size nor on a
-stop and resume. NumPyro fixes its warmup schedule when a kernel is
-initialised, so a run specialises the kernel to its warmup length
-(:meth:`NumPyroKernel.for_warmup`) and a new length compiles anew.
+``sample``, one iteration at a time, with sluice's key: its warmup runs in its
+state as under ``numpyro.infer.MCMC``. NumPyro fixes its warmup schedule when a
+kernel is initialised, so a run specialises the kernel to its warmup length
+(:meth:`NumPyroKernel.for_warmup`).
 """
 
 from __future__ import annotations

@@ -3,13 +3,9 @@
 
 The adapter goes through PyMC's own JAX export (``pymc.sampling.jax``, the path
 ``pm.sample(nuts_sampler="numpyro")`` takes) and hands sluice pure functions of ONE
-unconstrained point, ``{value variable name: array}`` (``tau_log__``, ...);
-docs/adapters.md tables how each piece maps onto PyMC's. An adapted model runs in
-the model's own precision: PyTensor's JAX backend turns ``jax_enable_x64`` on for
-a float64 model when imported, and sluice leaves that as PyMC sets it.
-
-PyMC is imported only when :func:`from_pymc` or :func:`sample` is called, so that
-``import sluice`` works without it.
+unconstrained point, ``{value variable name: array}``; docs/adapters.md tables how
+each piece maps onto PyMC's. An adapted model runs in the model's own precision.
+PyMC is imported only when :func:`from_pymc` or :func:`sample` is called.
 """
 
 from __future__ import annotations
@@ -75,9 +71,8 @@ def from_pymc(
         A ``pymc.Model``; default: the model of the enclosing ``with`` block.
     log_likelihood
         Record the pointwise log-likelihood of each observed variable (ArviZ's
-        ``log_likelihood`` group, for LOO and WAIC). It costs one evaluation of
-        the likelihood per draw; ``pm.sample`` leaves it out unless asked
-        (``idata_kwargs={"log_likelihood": True}``).
+        ``log_likelihood`` group, for LOO and WAIC), at one evaluation of the
+        likelihood per draw.
     jitter
         Start each chain at the model's initial point plus ``U(-1, 1)`` jitter
         in unconstrained space (``pm.sample``'s default); ``False`` starts every
@@ -95,11 +90,8 @@ def from_pymc(
     Raises
     ------
     ValueError
-        If a free variable is discrete (sluice's kernels need gradients), if the
-        model has no free variable, or if the model is float64 while JAX runs
-        in 32-bit mode.
-    ImportError
-        If PyMC is not installed.
+        If a free variable is discrete, if the model has no free variable, or
+        if the model is float64 while JAX runs in 32-bit mode.
 
     Examples
     --------
@@ -252,12 +244,7 @@ def sample(
             ...
             idata = sluice.pymc.sample(draws=1000, tune=1000, chains=4, random_seed=1)
 
-    The posterior has PyMC's variable names, dims and coords; ``sample_stats``
-    uses the names of ``pm.sample(nuts_sampler="numpyro")`` (``lp``,
-    ``acceptance_rate``, ``step_size``, ``tree_depth``, ``n_steps``,
-    ``diverging``, ``energy``); ``observed_data`` is PyMC's, and
-    ``log_likelihood`` is added when asked as PyMC asks
-    (``idata_kwargs={"log_likelihood": True}``).
+    The groups are named as ``pm.sample(nuts_sampler="numpyro")`` names them.
 
     Parameters
     ----------
@@ -283,11 +270,9 @@ def sample(
         sluice's options, passed to :func:`sluice.sample`: ``sink``,
         ``chunk_size``, ``num_chunks``, ``stats``, ``default_stats``,
         ``kernel``, ``chain_method``, ``devices``, ``max_tree_depth``,
-        ``dense_mass``, ``mass_matrix`` (default ``"auto"``: nutpie's low-rank
-        plus diagonal metric for 2 to 10,000 elements where the run is long
-        enough to repay its compile; ``"diag"``: the diagonal alone).
-        ``cores``, ``compute_convergence_checks`` and ``keep_warning_stat``
-        are accepted and ignored (sluice places chains on devices itself).
+        ``dense_mass``, ``mass_matrix``, ``until``. ``cores``,
+        ``compute_convergence_checks`` and ``keep_warning_stat`` are accepted
+        and ignored.
 
     Returns
     -------

@@ -19,13 +19,10 @@ def check_same_run(
 ) -> None:
     """Raise :class:`StoreError` naming the first setting or model property that differs.
 
-    The model must be the one that started the run, exactly: the same
-    program fingerprint (its traced log-density, transform and
-    log-likelihood) and the same data hash (the bytes of the arrays it
-    closes over). ``allow_model_change=True`` accepts another program or
-    data of the same parameters and recorded quantities (the store then
-    holds draws of two models); a store that records no fingerprint is
-    refused without it.
+    The model must have the same program fingerprint (its traced log-density,
+    transform and log-likelihood) and data hash (the bytes of the arrays it closes
+    over), unless ``allow_model_change`` (see :func:`sluice.resume`); a store that
+    records no fingerprint is refused without it.
     """
     what_shape = {
         "dim": "the model's number of parameters",

@@ -6,14 +6,10 @@ written too (a missing one is damage, never the fill value), and the commit reco
 holds a manifest: the CRC-32 of every ``zarr.json`` as the run created it.
 
 Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
-document and chunk as Zarr reads it and raises a :class:`StoreError` naming the file.
-Read-only, it hands Zarr each chunk without its checksum (and the arrays' metadata
-without that codec) and the documents it checked on opening, so each is read and
-checked once; a chunk is read and checked in a worker thread (``crc32c`` releases the
-GIL). Resuming also reads every committed chunk once (:meth:`CheckedStore.check_committed`).
-
-This module imports Zarr: :mod:`sluice.io.store` imports it where it opens a store,
-so that ``import sluice`` does not.
+document and chunk as Zarr reads it (each once) and raises a :class:`StoreError`
+naming the file. Resuming also reads every committed chunk once
+(:meth:`CheckedStore.check_committed`). This module imports Zarr, so
+:mod:`sluice.io.store` imports it on first use.
 """
 
 from __future__ import annotations
@@ -133,12 +129,9 @@ def checked_store(
 class CheckedStore(WrapperStore):
     """A Zarr store that checks what Zarr reads from the wrapped one.
 
-    A ``zarr.json`` of the manifest must exist and have a recorded CRC-32. A chunk of
-    an array whose codecs end with the CRC-32C must match its checksum, and must exist
-    where it holds committed values: every chunk of an array, except that the arrays
-    of ``draw_groups`` laid out ``(chain, draw, ...)`` hold ``draws`` committed draws
-    per chain (``None``: nothing committed). Failures are :class:`StoreError` naming
-    the file.
+    A ``zarr.json`` of the manifest must exist and have a recorded CRC-32; a chunk of
+    an array whose codecs end with the CRC-32C must match its checksum, and exist
+    where it holds committed values (:func:`committed_chunks`).
     """
 
     def __init__(

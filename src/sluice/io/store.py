@@ -16,19 +16,12 @@ Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
 
 Along ``chain`` a Zarr chunk is one chain (one process's block beyond
 :data:`ONE_CHAIN_CHUNKS_UP_TO` chains), along ``draw`` one sluice chunk, so writes
-never share a Zarr chunk. After every chunk each process syncs its draws, then
-writes its checkpoint of the current parity atomically; after a barrier process 0
-replaces the commit record (under a CRC-32 of its fields). A crash at any moment
-leaves the committed parity's files and every draw they cover on disk.
-
-Every byte a reader trusts is checked (:mod:`sluice.io.integrity`); damage is a
-:class:`StoreError` naming the file. Stores of formats 1 and 2 carry no checksums:
-they are read unchecked and not resumed. A store records its model's fingerprint
-and data hash but no code: ``sluice.resume(path, model)`` is given the model. A
-store is built beside its place and renamed into it; before process 0 writes,
-holding the lock, it refuses a store holding a symbolic link and removes what dead
-writers left (:mod:`sluice.io.leftovers`). ``docs/architecture.md`` ("Sinks, stores
-and checkpoints") describes the protocol in full.
+never share a Zarr chunk. After every chunk each process syncs its draws and writes
+its checkpoint of the current parity atomically; after a barrier process 0
+replaces the commit record, so a crash leaves the committed parity's files and
+every draw they cover on disk. Every byte a reader trusts is checked
+(:mod:`sluice.io.integrity`). ``docs/architecture.md`` ("Sinks, stores and
+checkpoints") describes the protocol in full.
 """
 
 from __future__ import annotations
@@ -107,25 +100,19 @@ class ZarrSink:
 
     Parameters
     ----------
-    path
-        Directory of the store (created). An existing sluice store is never
-        overwritten unless ``overwrite=True``; a directory that is not a
-        sluice store is never overwritten.
-    overwrite
-        Replace an existing sluice store at ``path``.
+    path, overwrite
+        Directory of the store (created). An existing sluice store is replaced
+        only with ``overwrite=True``; a directory that is not one, never.
     compressors
         Zarr compressors for the draws (default: none; float draws compress
-        poorly and compression costs time on the host).
+        poorly).
     model_source
-        Where the model comes from (set by ``sluice sample FILE.py``): a record
-        of the script's path and SHA-256, which ``sluice resume --model`` checks
-        (a store never runs the code it names).
+        A record of the model script's path and SHA-256 (set by ``sluice sample
+        FILE.py``), which ``sluice resume --model`` checks.
     durable
         Sync every chunk's draws to disk before its checkpoint is committed
-        (default), so that a power cut loses nothing committed. ``False`` skips
-        those syncs (the store's metadata, checkpoints and commit records are
-        synced all the same): faster on slow disks, and a power cut may then
-        lose committed draws.
+        (default), so that a power cut loses nothing committed; ``False`` is
+        faster on slow disks.
 
     Examples
     --------
@@ -355,11 +342,9 @@ class ZarrSink:
             self._write_record(record)
 
     def stop(self, draws: int, process: int = 0) -> None:
-        """Record that the run ended, converged, after ``draws`` draws per chain (of the
-        ``draws`` it was given): the commit record says so, atomically, then the arrays
-        are cut to those draws (a crash in between leaves a store that reads the same:
-        readers cut to the committed draws). Process 0 does both; the others, after it,
-        reopen the cut arrays."""
+        """Record that the run ended, converged, after ``draws`` draws per chain: process 0
+        says so in the commit record, then cuts the arrays (readers cut to the committed
+        draws in between); the others, after it, reopen the cut arrays."""
         if process != 0:
             fresh = ZarrSink.open_existing(self.path, writable=False)
             self._arrays = fresh._arrays
@@ -429,12 +414,9 @@ class ZarrSink:
         """Reopen a store: to continue writing it (see :func:`sluice.resume`), or
         read-only (``writable=False``: stores of formats 1 and 2 too, unchecked).
 
-        A store of format 3 is checked first (:mod:`sluice.io.integrity`): its
-        metadata against its commit record's manifest. ``writable=True`` also reads
-        every committed chunk once and checks that it exists and matches its
-        checksum: a resume never builds on damaged draws. Reads through the store's
-        arrays check each chunk read (a missing one of the committed draws too).
-        Damage is a :class:`StoreError` naming the file."""
+        A store of format 3 is checked first (:mod:`sluice.io.integrity`);
+        ``writable=True`` also checks every committed chunk once. Damage is a
+        :class:`StoreError` naming the file."""
         import zarr
 
         path = Path(path)

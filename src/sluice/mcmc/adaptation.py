@@ -149,9 +149,7 @@ class WindowAdaptation(NamedTuple):
     ``params(state) -> (step_size, inverse_mass_matrix)`` to use at the next step;
     ``final(state) -> (step_size, inverse_mass_matrix)`` for sampling.
 
-    ``point`` is the chain's kernel state (a ``KernelState``: position and
-    log-density gradient) or its position alone; with the gradient, a diagonal
-    metric is estimated from positions and gradients (module docstring).
+    ``point`` is the chain's kernel state (a ``KernelState``) or its position alone.
     """
 
     init: Callable
@@ -197,10 +195,8 @@ def window_adaptation(
     the last window too (both about the diagonal metric). ``low_rank=k > 0``: a
     low-rank plus diagonal metric with at most ``k`` directions (needs the
     gradients). ``low_rank_max_dim`` makes it a preference
-    (``mass_matrix="auto"``): a position of more elements, or of one (no
-    direction to fit), or a point given without its gradient, takes the
-    diagonal. Which one a state holds is a matter of shapes: the ring
-    (``state.window``) is ``None`` for the diagonal.
+    (``mass_matrix="auto"``): a position of more elements, or of one, or a point
+    given without its gradient, takes the diagonal (``state.window`` is then ``None``).
     """
     if low_rank and (dense_mass or not gradient_metric):
         raise ValueError("a low-rank metric is fitted from gradients, on a diagonal")

@@ -58,13 +58,8 @@ def choose_chain_method(
         sequential:  o + b_1 + k
         vectorized:  W (o + b_C + C k) / C
 
-    Vectorized wins when the chains share data that a batched gradient reads
-    once (``b_C << C b_1``: a regression's design matrix) or when a gradient is
-    so small that its fixed cost dominates; sequential wins when every chain's
-    traffic is its own (a high-dimensional Gaussian). The inputs are shapes and
-    a compiler estimate, not timings, so every process of a multi-process run
-    makes the same choice (docs/architecture.md: it picks the faster on the
-    three models of ``bench/studies/nuts_chain_method.py``).
+    The inputs are shapes and a compiler estimate, not timings, so every process
+    of a multi-process run makes the same choice (docs/architecture.md).
     """
     if devices[0].platform != "cpu":
         return "vectorized"

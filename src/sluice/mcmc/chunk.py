@@ -9,16 +9,12 @@ chain (``0 <= i < num_warmup + num_draws``) is a warmup step while
 
 with ``c`` the global chain index, so draws depend neither on the chunk size
 nor on where a chunk starts. A chunk runs iterations ``start .. min(start +
-chunk_size, stop) - 1`` of one phase (``stop`` ends the current phase), in a
-loop with a traced trip count, so a short last chunk is neither recompiled
-nor padded with work; ``start``, ``stop``, ``num_warmup`` and the keys are
-traced arguments, so changing them never recompiles either.
-
-Per draw, the chunk applies the model's transform (and log-likelihood), feeds
-the result to per-draw statistics, and emits the draws as ``(chains,
-chunk_size, ...)`` arrays when the sink keeps them or the statistics take a
-chunk at once (:attr:`ChunkProgram.separate_statistics`). Nothing traced in
-here prints, writes or reads the clock.
+chunk_size, stop) - 1`` of one phase in a loop with a traced trip count:
+``start``, ``stop``, ``num_warmup`` and the keys are traced arguments, so a short
+last chunk is neither recompiled nor padded. Per draw, the chunk applies the
+model's transform (and log-likelihood), feeds the statistics, and emits the
+draws as ``(chains, chunk_size, ...)`` arrays where they are kept or taken a
+chunk at once (:attr:`ChunkProgram.separate_statistics`).
 """
 
 from __future__ import annotations
@@ -119,9 +115,7 @@ class ChunkProgram:
     ``advance(consts, carry, chain_ids, start, stop, num_warmup, schedule, keys)``
     returns ``(carry, counters, outputs)``; ``outputs`` is ``None`` unless the
     program records draws or its statistics are updated apart
-    (:attr:`separate_statistics`: ``outputs`` then holds ``"posterior"``, and
-    ``update_statistics(stats, {"posterior": outputs["posterior"]}, count)``
-    updates them).
+    (:attr:`separate_statistics`).
     """
 
     flat_model: FlatModel
@@ -194,11 +188,9 @@ class ChunkProgram:
     ) -> Callable:
         """One chain's ``step(warming, i, carry) -> (carry, counters, record)``.
 
-        One kernel step serves both phases (``warming`` is the same for a whole
-        chunk), since the kernel dominates the program's size and compile time. The
-        step reads ``carry.params``, which the warmup keeps equal to the adaptation's
-        current parameters (and sets to its final ones at the last warmup iteration).
-        Each phase's own work runs only in its phase (:func:`_run_if`).
+        One kernel step serves both phases (the kernel dominates the program's size and
+        compile time); it reads ``carry.params``, which the warmup keeps current. Each
+        phase's own work runs only in its phase (:func:`_run_if`).
         """
         logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
@@ -346,9 +338,8 @@ class ChunkProgram:
         """Whether the statistics take a chunk's draws at once (``update_block``) and are
         updated by their own program, ``update_statistics`` (``(stats, draws, count) ->
         stats``, every chain), from the draws the chunk program outputs, rather than
-        inside the sampler's loop. The session then runs ``advance`` on a carry whose
-        ``stats`` are ``None``. Apart, each program compiles with the XLA options that
-        suit it, and the draws do not depend on which statistics a run computes."""
+        inside the sampler's loop; each program then compiles with the options that
+        suit it."""
         return self.statistic.update_block is not None
 
     def _advance_one(self, consts, carry, chain_id, start, stop, num_warmup, schedule, keys):

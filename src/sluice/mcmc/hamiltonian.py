@@ -168,8 +168,13 @@ class _Settings(NamedTuple):
     max_depth: int
     threshold: float  # divergence threshold on H - H0
     dim: int
+    batched: bool  # a batch of chains along a leading axis (under vmap)
     small: bool  # dim <= _SMALL_DIM: test every checkpoint row at once, masked
-    by_branch: bool  # skip writes with a branch instead of writing to a scratch row
+
+    @property
+    def by_branch(self) -> bool:
+        """Skip writes with a branch instead of writing to a scratch row."""
+        return not (self.batched or self.small)
 
 
 def _init(s: _Settings, words, state, step_size, inverse_mass_matrix) -> tuple[_Tree, _Context]:
@@ -330,13 +335,13 @@ def _merge(tree: _Tree, sub: _Subtree, ctx: _Context, active) -> _Tree:
     )
 
 
-def _nuts(s: _Settings, batched, words, state, step_size, inverse_mass_matrix):
-    """One transition of one chain (``batched=False``) or of a batch of chains (leading axis).
+def _nuts(s: _Settings, words, state, step_size, inverse_mass_matrix):
+    """One transition of one chain, or of a batch of chains (``s.batched``: leading axis).
 
     The loops carry the trajectory and the subtree packed (:class:`_Subtree`).
     """
-    vm = jax.vmap if batched else (lambda f: f)
-    anyone = jnp.any if batched else (lambda b: b)
+    vm = jax.vmap if s.batched else (lambda f: f)
+    anyone = jnp.any if s.batched else (lambda b: b)
     tree, ctx = vm(functools.partial(_init, s))(words, state, step_size, inverse_mass_matrix)
     ckpt = jnp.zeros((*state[0].shape[:-1], s.max_depth + 1, 2, s.dim), state[0].dtype)
 
@@ -350,7 +355,7 @@ def _nuts(s: _Settings, batched, words, state, step_size, inverse_mass_matrix):
 
         def step(packed):
             sub = _Subtree.unpack(packed)
-            if batched:
+            if s.batched:
                 still = vm(_subtree_active)(sub, sub_ctx)
                 return vm(functools.partial(_leaf, s))(sub, sub_ctx, still).pack()
             return _leaf(s, sub, sub_ctx, jnp.bool_(True)).pack()  # the loop runs only while active
@@ -424,20 +429,18 @@ def nuts_step(
         raise ValueError(f"max_tree_depth must be a positive int, got {max_tree_depth!r}")
     vg, consts, _ = closure_convert(jax.value_and_grad(logdensity_fn), state[0])
     dim = state[0].shape[-1]
-    small = dim <= _SMALL_DIM
 
     def settings(consts, batched):
         vg_fn = functools.partial(vg, consts)
-        by_branch = not (batched or small)
-        return _Settings(vg_fn, max_tree_depth, float(divergence_threshold), dim, small, by_branch)
+        threshold = float(divergence_threshold)
+        return _Settings(vg_fn, max_tree_depth, threshold, dim, batched, dim <= _SMALL_DIM)
 
     def one(key, state, step_size, imm, consts):
-        words = random.key_words(key)
-        return _nuts(settings(consts, False), False, words, state, step_size, imm)
+        return _nuts(settings(consts, False), random.key_words(key), state, step_size, imm)
 
     def many(keys, state, step_size, imm, consts):
         words = jax.vmap(random.key_words)(keys)
-        return _nuts(settings(consts, True), True, words, state, step_size, imm)
+        return _nuts(settings(consts, True), words, state, step_size, imm)
 
     return batched_by(one, many)(rng_key, tuple(state), step_size, inverse_mass_matrix, consts)
 

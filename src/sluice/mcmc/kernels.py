@@ -156,16 +156,11 @@ class NUTS(_HMCFamily):
         Energy error above which a transition is divergent.
     mass_matrix
         ``"auto"`` (default): ``"low_rank"`` for a posterior of 2 to
-        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise, and
-        ``"diag"`` in a ``sluice.sample`` run on CPU too short to repay the
-        low-rank metric's compile (``sluice.runtime.plan.LOW_RANK_MIN_RUN_BYTES``);
-        ``"diag"``: the Fisher diagonal from draws and gradients in the early
-        windows, the draws' variance in the last (:mod:`sluice.mcmc.adaptation`);
-        ``"dense"``: the draws' covariance (Stan's); ``"low_rank"``: the
-        Fisher diagonal plus up to ``max_rank`` directions fitted from draws
-        and gradients as nutpie does (:mod:`sluice.mcmc.metric`), for
-        posteriors with strong correlations; a step then costs ``O(dim *
-        max_rank)`` more where directions were kept.
+        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise and in a
+        CPU run too short to repay the low-rank metric's compile; ``"diag"``
+        (:mod:`sluice.mcmc.adaptation`); ``"dense"``: the draws' covariance
+        (Stan's); ``"low_rank"``: the diagonal plus up to ``max_rank``
+        directions fitted as nutpie does (:mod:`sluice.mcmc.metric`).
     max_rank
         Most directions of a low-rank metric, default 16.
 
@@ -224,14 +219,11 @@ def window_warmup(
 ) -> Warmup:
     """Stan's window adaptation of a step size and an inverse mass matrix, as a :class:`Warmup`.
 
-    The step size is searched anew (Stan's ``init_stepsize``, one leapfrog step
-    of the Euclidean HMC family) at the start and after each slow window's new
-    metric; ``to_params(step_size, inverse_mass_matrix)`` makes the kernel's
-    parameters. ``step_size_only``: no slow windows (dual averaging of the step
-    size over the whole warmup, from ``initial_step_size``; for kernels such as
-    MALA whose step size is not a leapfrog step's). ``low_rank=k``: a low-rank
-    plus diagonal metric of at most ``k`` directions (:mod:`sluice.mcmc.metric`),
-    for positions of at most ``low_rank_max_dim`` elements (``None``: any).
+    The step size is searched anew (Stan's ``init_stepsize``) at the start and after
+    each new metric; ``to_params(step_size, inverse_mass_matrix)`` makes the kernel's
+    parameters. ``step_size_only``: no slow windows (for kernels such as MALA whose
+    step size is not a leapfrog step's). ``low_rank``, ``low_rank_max_dim``: as in
+    :func:`~sluice.mcmc.adaptation.window_adaptation`.
     """
     adapt = window_adaptation(
         target_accept, dense_mass, low_rank=low_rank, low_rank_max_dim=low_rank_max_dim

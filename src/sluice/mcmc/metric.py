@@ -159,10 +159,8 @@ def fit_low_rank(positions, gradients, valid, diagonal, rank: int, **settings) -
     of :func:`_fit_low_rank`. The result has ``rank`` columns; if the fit is not
     finite, every eigenvalue is one (the diagonal alone).
 
-    Under ``vmap`` (vectorized chains) the chains are fitted one after the
-    other (``lax.map``): jaxlib's batched SVD and eigendecompositions on CPU
-    wait on XLA's intra-op thread pool, which hangs with several CPU devices
-    running at once.
+    Under ``vmap`` the chains are fitted one after the other (``lax.map``): jaxlib's
+    batched SVD on CPU hangs with several CPU devices running at once.
     """
 
     def one(positions, gradients, valid, diagonal, _consts):

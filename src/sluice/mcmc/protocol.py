@@ -58,12 +58,10 @@ class Warmup(NamedTuple):
     * ``final(state)``: the parameters every draw uses (taken at the last
       warmup iteration);
     * ``across_chains``: ``update`` takes one more argument, ``mean(x)``, the
-      mean of ``x`` over every chain of the run (across devices and processes;
-      ChEES, say). Such a warmup needs vectorized chains, and keeps its state
-      the same on every chain.
+      mean of ``x`` over every chain of the run (ChEES, say); such a warmup
+      needs vectorized chains.
 
-    A kernel's statistics whose names start with ``_`` reach ``update`` only
-    (a proposal's position, say); they are neither recorded nor summed.
+    A kernel's statistics whose names start with ``_`` reach ``update`` only.
     """
 
     schedule: Callable[[int], Any]

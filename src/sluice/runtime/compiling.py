@@ -91,9 +91,8 @@ class Compiler:
         return {"fast_if_small": True, "fast_by": (consts, example)}
 
     def program_key(self, name: str) -> Any:
-        """The cache key of the chunk program ``name``: with the XLA options of the
-        chunk program when they are not the defaults (a run of other length may
-        choose others for the same program, and must not find these)."""
+        """The cache key of the chunk program ``name``, with its XLA options where they
+        are not the defaults."""
         key = self.plan.program.key(name)
         options = self.xla_options(name)
         if name == "init" or not options:
@@ -133,13 +132,8 @@ class Compiler:
         """Start compiling the chunk program in a thread, from the shapes of the carry
         that ``init`` will return, while this thread computes the starting points and
         compiles and runs ``init``; ``advance_args(carry, start, stop)`` are the chunk
-        program's arguments.
-
-        Small models wait mostly for these compiles; XLA releases the GIL while
-        compiling. On several devices the carry's shapes carry ``init``'s output
-        sharding (every leaf split along the chain axis), so the executable takes the
-        real carry. One process only: another process's compile could not be waited
-        on here.
+        program's arguments (XLA releases the GIL while compiling). One process only:
+        another process's compile could not be waited on here.
         """
         p, t = self.plan, self.plan.topology
         if not programs.background_enabled() or t.process_count > 1:
@@ -172,16 +166,13 @@ class Compiler:
         return work
 
     def precompile_statistics(self) -> None:
-        """Compile the statistics' update program (where it has one of its own), start,
-        merge and finalize in a background thread
-        (:func:`sluice.runtime.statistics.precompile`) while this one samples (warmup
-        needs none of them); started once the chunk program is compiled, never beside
-        it, as two compiles at once raise peak memory and save little.
+        """Compile the statistics' programs in a background thread
+        (:func:`sluice.runtime.statistics.precompile`) while this one warms up; started
+        once the chunk program is compiled, as two compiles at once raise peak memory.
 
         Statistics whose states hold at least :data:`FOREGROUND_STATISTICS_BYTES` compile
-        where they are first used instead: compiled in the background, they left the
-        first sampling chunk holding one more state's worth of memory, which set the
-        run's peak.
+        where they are first used instead, so that the first sampling chunk does not
+        hold one more state's worth of memory.
         """
         p = self.plan
         if self._precompiling or not p.statistics:
@@ -214,9 +205,7 @@ class Compiler:
 
     def compile_statistics_update(self) -> None:
         """Compile the statistics' update program now, where they compile in the
-        foreground (:meth:`precompile_statistics`): between dropping the warmup's
-        statistics states and starting the new ones, the run's lowest memory, so that
-        the compile's heap does not stack on the states."""
+        foreground (:meth:`precompile_statistics`), at the run's lowest memory."""
         job, self._statistics_job = self._statistics_job, None
         if job is not None and self._foreground:
             t0 = time.perf_counter()
@@ -224,14 +213,9 @@ class Compiler:
             self.seconds += time.perf_counter() - t0
 
     def await_precompile(self, carry: Any) -> None:
-        """Let the statistics' background compile finish before a large run samples.
-
-        Its transient heap would stack on the sampling phase's buffers (``carry``,
-        output chunks in flight, their host copies). A run whose sampling phase holds
-        at least :data:`AWAIT_COMPILE_BYTES` waits for it; a smaller one samples
-        beside it, as the wait would be a large share of its wall time. The wait
-        counts as compile time.
-        """
+        """Let the statistics' background compile finish before a run whose sampling
+        phase holds at least :data:`AWAIT_COMPILE_BYTES` samples, so that its transient
+        heap does not stack on the phase's buffers (the wait counts as compile time)."""
         thread, self._precompile_thread = self._precompile_thread, None
         if thread is None or not thread.is_alive():
             return

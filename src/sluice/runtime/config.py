@@ -1,11 +1,9 @@
 """The settings of a run, defined once: :class:`RunConfig`.
 
 ``sluice.sample`` builds one from its arguments (validated before anything is
-traced or compiled, errors naming the argument and its value); the plan
-resolves what the user left to sluice (``chunk_size``, ``chain_method``,
-``default_stats``); the resolved config is what a store records (its JSON
-form, :meth:`RunConfig.to_json`), what ``sluice.resume`` reads back
-(:meth:`RunConfig.from_json`) and checks, and what ``run.info.config`` holds.
+traced); the plan resolves what the user left to sluice; the resolved config is
+what a store records (:meth:`RunConfig.to_json`), what ``sluice.resume`` reads
+back (:meth:`RunConfig.from_json`) and what ``run.info.config`` holds.
 """
 
 from __future__ import annotations
@@ -30,29 +28,16 @@ class RunConfig:
 
     Attributes
     ----------
-    chains, warmup, draws
-        Chains, warmup iterations, draws kept per chain.
-    chunk_size, num_chunks
-        Iterations per chain in one compiled chunk (``None`` or ``"auto"``:
-        chosen by the plan), or how many chunks the draws are split into.
-        Resolved, ``chunk_size`` is an int and ``num_chunks`` is ``None``.
+    chains, warmup, draws, seed, until, superchains
+        As in :func:`sluice.sample`.
+    chunk_size, num_chunks, chain_method, default_stats
+        As in :func:`sluice.sample`; resolved, ``chunk_size`` is an int,
+        ``num_chunks`` is ``None`` and the others are chosen.
     kernel
         A kernel object (``"nuts"`` and ``"hmc"`` are resolved to
         :class:`~sluice.NUTS` and :class:`~sluice.HMC`).
-    chain_method
-        ``"auto"``, ``"vectorized"`` or ``"sequential"``.
-    seed
-        Root of every random stream.
-    default_stats
-        ``True``, ``False`` or ``"auto"`` (resolved by the plan from the sink).
     statistics
         Names of the run's streaming statistics (set by the plan).
-    until
-        A :class:`~sluice.runtime.until.Converged` to stop at the first chunk
-        where every element meets its targets (``draws`` the most), or ``None``.
-    superchains
-        Groups of contiguous chains that start from one point (nested R-hat,
-        :mod:`sluice.stats.nested`), or ``None``: every chain on its own.
     """
 
     chains: int = 4

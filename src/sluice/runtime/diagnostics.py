@@ -3,22 +3,17 @@
 Two kinds of evidence, each with the threshold its literature gives:
 
 * the **sampler's** own, counted while sampling (``RunInfo``): divergent
-  transitions after warmup (any: the integrator could not follow the
-  posterior's curvature somewhere, and the draws may miss that region; Stan's
-  and PyMC's rule), transitions that reached the maximum tree depth (any:
-  trajectories were cut short; CmdStan's ``diagnose``), and each chain's
-  energy Bayesian fraction of missing information below 0.3 (the momentum
-  resampling moves poorly through the energy levels, as in heavy tails and
-  funnels; Betancourt 2016, ArviZ's ``bfmi``);
+  transitions after warmup (any), transitions that reached the maximum tree
+  depth (any; CmdStan's ``diagnose``), and each chain's energy Bayesian
+  fraction of missing information below 0.3 (Betancourt 2016, ArviZ's
+  ``bfmi``);
 * the **draws'**, from the summary table (streamed or ArviZ's): rank-normalised
-  split R-hat above 1.01 (the chains disagree) and bulk or tail ESS below 100
-  per chain (too few effective draws for the estimates, their MCSE and R-hat
-  to be reliable; Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021).
+  split R-hat above 1.01 and bulk or tail ESS below 100 per chain (Vehtari et
+  al. 2021).
 
-A healthy run has none of them and is told nothing. A run with any is told
-once at the end of sampling (the sampler's evidence) and again where its
-summary is read (all of it), as a :class:`DiagnosticWarning`, naming the
-worst elements and what to try. ``run.diagnose()`` gives the full report.
+A run with any is told once at the end of sampling (the sampler's evidence)
+and again where its summary is read (all of it), as a
+:class:`DiagnosticWarning`; ``run.diagnose()`` gives the full report.
 
 References
 ----------

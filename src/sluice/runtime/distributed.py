@@ -4,22 +4,11 @@ Call :func:`initialize` at the top of a script, before anything touches a JAX
 device; then ``sluice.sample`` spreads chains over every device of every
 process. Started by ``sluice launch -n N -- python script.py`` it needs no
 arguments (the launcher passes the coordinator in ``SLUICE_*`` variables); on
-SLURM or with MPI, JAX's own cluster detection fills them in.
-
-What the defaults guard against (measured with jax 0.10.2, see the project's
-notes on multi-process JAX):
-
-* a dead peer: JAX aborts the survivors after ``heartbeat_timeout_seconds``
-  (default here 10 s instead of JAX's 100 s);
-* a peer that never arrives: ``initialization_timeout`` (here 120 s, JAX 300 s);
-* a Python exception in one process would otherwise leave it waiting in
-  JAX's shutdown barrier for ``shutdown_timeout_seconds``: an exception hook
-  prints the traceback and exits at once, so the peers notice within a
-  heartbeat;
-* SIGTERM is swallowed by JAX's preemption service: it is turned off, so
-  ``kill`` and job schedulers stop a run as expected;
-* on one machine the coordinator and gloo's TCP transport bind to 127.0.0.1
-  (the machine's hostname may not resolve).
+SLURM or with MPI, JAX's own cluster detection fills them in. The defaults
+end a broken job in bounded time (docs/distributed.md, "Failures end in
+bounded time"): shorter heartbeat and initialization timeouts, an exception
+hook that exits at once, JAX's preemption service off (so SIGTERM stops a
+run), and 127.0.0.1 for the coordinator and gloo on one machine.
 """
 
 from __future__ import annotations
@@ -82,9 +71,8 @@ def initialize(
     initialization_timeout, heartbeat_timeout_seconds, shutdown_timeout_seconds
         Bounded waits for peers (seconds); see the module docstring.
     fail_fast
-        Install an exception hook that exits the process immediately after
-        printing an uncaught exception, so peers fail within a heartbeat
-        instead of waiting for the shutdown barrier.
+        Install an exception hook that exits at once after printing an
+        uncaught exception.
     **jax_kwargs
         Passed on to ``jax.distributed.initialize``.
     """

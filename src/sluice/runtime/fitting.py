@@ -1,11 +1,9 @@
 """``fit()``: VI's host loop, maximising a particle bound with optax in compiled chunks.
 
-The chunks are :mod:`sluice.vi.chunk`'s program (``chunk_size`` optimisation
-steps, masked past the last one); this loop validates the arguments before
-anything is traced, dispatches chunk ``k + 1`` before it reads chunk ``k``'s
-ELBO trace (:func:`~sluice.runtime.loop.pipelined`, MCMC's loop too), advances
-the progress bar once per chunk, and raises :class:`FitError`, naming the step
-and the parameters, when a chunk comes back with a non-finite step.
+The chunks are :mod:`sluice.vi.chunk`'s program; this loop validates the
+arguments before anything is traced, runs the chunks through
+:func:`~sluice.runtime.loop.pipelined` (MCMC's loop too) and raises
+:class:`FitError` when a chunk comes back with a non-finite step.
 """
 
 from __future__ import annotations
@@ -98,12 +96,8 @@ class Fit:
         host arrays, in the model's flat unconstrained space.
     elbo
         ``(steps,)`` ELBO estimate at each step, before that step's update.
-    family
-        The :class:`Family`.
-    model
-        The :class:`sluice.Model`.
-    info
-        :class:`FitInfo`: settings and wall time.
+    family, model, info
+        The :class:`Family`, the :class:`sluice.Model` and the :class:`FitInfo`.
     """
 
     def __init__(
@@ -137,16 +131,8 @@ class Fit:
         return jax.device_get(out)
 
     def sample(self, num_samples: int = 1000, seed: int = 0) -> dict[str, np.ndarray]:
-        """Independent draws from ``q``, mapped through the model's transform.
-
-        Draw ``i`` uses ``fold_in(PRNGKey(seed), i)``.
-
-        Returns
-        -------
-        dict
-            ``{name: ndarray (num_samples, *shape)}``, the same names as the
-            MCMC draws of the model.
-        """
+        """Independent draws from ``q``, ``{name: ndarray (num_samples, *shape)}``, as
+        :func:`sluice.vi.sample` with the key ``PRNGKey(seed)``."""
         return self._groups(num_samples, seed)["posterior"]
 
     def to_arviz(self, num_samples: int = 1000, seed: int = 0) -> Any:
@@ -210,19 +196,13 @@ def fit(
     """Fit a variational approximation by stochastic optimisation of the ELBO.
 
     Each step estimates the bound and its gradient with ``particles``
-    particles evaluated in parallel (see :func:`sluice.vi.elbo`) and applies
-    one optax update. Steps run in compiled chunks of ``chunk_size`` steps;
-    the progress bar advances per chunk.
+    particles (see :func:`sluice.vi.elbo`) and applies one optax update.
 
     Parameters
     ----------
-    model
-        A :class:`sluice.Model`, or a log-density function of ONE parameter
-        value (then ``init`` is required).
-    init
-        Where ``q`` is centred at the start (one parameter value); overrides
-        ``model.init``. A function ``init(rng_key)`` is called with
-        ``PRNGKey(0)``.
+    model, init
+        As in :func:`sluice.sample`; ``init`` is where ``q`` is centred at the
+        start (a function ``init(rng_key)`` is called with ``PRNGKey(0)``).
     family
         ``"meanfield"`` (default), ``"fullrank"``, or a family object such as
         ``sluice.vi.fullrank(init_scale=1.0)``.
@@ -232,8 +212,7 @@ def fit(
         Optimisation steps.
     optimizer
         An optax ``GradientTransformation`` (minimising ``-ELBO``); default
-        ``optax.adam(1e-2)``. Compiled programs are reused for the same
-        optimizer object.
+        ``optax.adam(1e-2)``.
     seed
         Step ``t`` draws its particles from ``fold_in(PRNGKey(seed), t)``.
     progress
@@ -241,8 +220,7 @@ def fit(
     bound
         ``"elbo"`` or ``"iwae"`` (importance-weighted, ``K`` particles).
     particle_chunk_size
-        Evaluate each step's particles this many at a time (``None``: all at
-        once); for particle counts whose intermediates do not fit in memory.
+        As in :func:`sluice.vi.elbo`.
     chunk_size
         Steps per compiled chunk (default ``min(steps, 100)``). The fit does
         not depend on it.
@@ -250,14 +228,11 @@ def fit(
     Returns
     -------
     Fit
-        Fitted parameters, ELBO trace, ``.sample()``, ``.summary()``,
-        ``.to_arviz()``.
 
     Raises
     ------
     FitError
-        When a step's ELBO, gradient or updated parameters are not finite;
-        the message names the step and the parameters.
+        When a step's ELBO, gradient or updated parameters are not finite.
 
     Examples
     --------
@@ -364,11 +339,8 @@ def _non_finite_entries(finite: Any, coordinates: list[str]) -> list[str]:
 def _fit_error(
     model: Model, family: Family, state: FitState, trace: np.ndarray, step: int
 ) -> FitError:
-    """The error for the first non-finite step, with the last finite parameters attached.
-
-    ``state`` is frozen at the parameters before the failing step (a failing
-    step is never applied), so its params are the last finite ones.
-    """
+    """The error for the first non-finite step, with the last finite parameters attached
+    (a failing step is never applied, so ``state`` holds them)."""
     failure = jax.device_get(state.failure)
     coordinates = element_labels(model.example_point())  # of the flat vector, e.g. beta[3]
     bad_grad = _non_finite_entries(failure.grad_finite, coordinates)

@@ -190,10 +190,8 @@ def launch(
     command
         The program and its arguments, e.g. ``["python", "script.py"]``; the
         script calls ``sluice.runtime.distributed.initialize()``.
-    num_processes
-        How many processes.
-    devices_per_process
-        CPU devices per process (``SLUICE_LOCAL_DEVICES``); default: JAX's.
+    num_processes, devices_per_process
+        How many processes, and CPU devices per process (default: JAX's).
     timeout
         Seconds before everything is stopped (exit code 124).
     grace

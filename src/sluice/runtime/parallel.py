@@ -196,11 +196,9 @@ class Topology:
     def barrier(self, name: str, timeout_seconds: float = BARRIER_TIMEOUT_SECONDS) -> None:
         """Wait until every process reaches ``name`` (no-op in one process).
 
-        Device collectives meet at one first (``before-...``): the first collective on
-        a group of devices sets up a gloo rendezvous with a fixed 30 s deadline, which
-        processes arriving further apart would fail. The timeout is long on purpose:
-        processes legitimately arrive far apart (a slow chunk, a long compile), and a
-        dead peer already ends the wait within JAX's heartbeat timeout.
+        Device collectives meet at one first (``before-...``): their gloo rendezvous has
+        a fixed 30 s deadline. The timeout is long on purpose: a dead peer already ends
+        the wait within JAX's heartbeat timeout.
         """
         if not self.multiprocess:
             return

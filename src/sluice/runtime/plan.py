@@ -170,14 +170,8 @@ class Plan:
         return DEFAULT_STATISTIC if self.config.default_stats else None
 
     def describe(self) -> dict[str, Any]:
-        """The settings and model identity a resumed run must share (JSON-able).
-
-        The model's identity is its programs' fingerprint (a hash of their
-        traced text, the same in every process and on any device layout) and
-        its data's hash (the bytes of the arrays it closes over); for stores,
-        also the JAX version that traced it, to explain a fingerprint that
-        another JAX release prints differently.
-        """
+        """The settings and model identity a resumed run must share (JSON-able): its
+        programs' fingerprint, its data's hash and, for stores, the JAX version."""
         return self._description
 
     @functools.cached_property
@@ -224,9 +218,7 @@ LOW_RANK_MIN_RUN_BYTES = int(os.environ.get("SLUICE_LOW_RANK_MIN_RUN_BYTES", 2 *
 def _resolve_mass_matrix(kernel: Any, traffic: float | None) -> Any:
     """``kernel`` with ``mass_matrix="auto"`` made ``"diag"`` for a CPU run whose
     expected traffic is under :data:`LOW_RANK_MIN_RUN_BYTES`, too short to repay the
-    low-rank metric's fixed compile (docs/architecture.md); any other kernel unchanged.
-    The estimate depends on the model and the run's length only, so every layout,
-    process and resume of a run decides alike."""
+    low-rank metric's fixed compile (docs/architecture.md)."""
     if getattr(kernel, "mass_matrix", None) != "auto" or not dataclasses.is_dataclass(kernel):
         return kernel
     if traffic is None or traffic >= LOW_RANK_MIN_RUN_BYTES:
@@ -236,14 +228,8 @@ def _resolve_mass_matrix(kernel: Any, traffic: float | None) -> Any:
 
 def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> float | None:
     """On CPU, the run's expected memory traffic in bytes: every chain's iterations at
-    one step's cost each (:func:`sluice.mcmc.chain_method.step_bytes`; a proxy, since
-    the gradients per step are not known before the run); ``None`` elsewhere.
-
-    At most :data:`sluice._jax.compile.SMALL_RUN_BYTES` the run is compile-bound: its
-    chunk program compiles with the classic emitters and ``chain_method="auto"`` runs
-    the chains sequentially, which compile sooner (docs/architecture.md). Independent
-    of the devices, so every layout of a run decides alike (the emitters change
-    floating-point results)."""
+    one step's cost each (:func:`sluice.mcmc.chain_method.step_bytes`); ``None``
+    elsewhere. Independent of the devices, so every layout of a run decides alike."""
     if topology.devices[0].platform != "cpu":
         return None
     return config.chains * (config.warmup + config.draws) * step_bytes(flat, config.kernel)
@@ -262,16 +248,8 @@ def _compile_options(
     traffic: float | None, config: RunConfig, layout: Layout, statistics: dict[str, Statistic],
     separate: bool,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
-    """XLA's options for the chunk program and for the statistics' own program.
-
-    The chunk program takes :func:`sluice._jax.compile.loop_options` for the run's
-    traffic. The statistics' program (statistics updated apart, ``separate``) takes
-    the fast options when the run's statistics see at most
-    :data:`FAST_STATISTICS_ELEMENT_DRAWS` element-draws, else the same options as the
-    chunk program for a draw of at most :data:`CLASSIC_STATISTICS_ELEMENTS` elements
-    (the layout's posterior), else XLA's defaults. Statistics updated inside the
-    sampler's loop over more elements give the chunk program XLA's defaults. Every
-    choice depends on the run's settings only, never on its devices."""
+    """XLA's options for the chunk program and for the statistics' own program
+    (``separate``), from the run's settings only, never its devices."""
     if traffic is None:
         return None, None
     options = programs.loop_options(traffic)
@@ -305,10 +283,8 @@ def _resolve_chunk_size(
     state_bytes: Callable[[int], int] | None = None,
 ) -> int:
     """The chunk size: the user's, or the smaller of what the device-memory budget holds
-    and a tenth of the draws. ``state_bytes(chunk)``, where given, is the part of a
-    chain's statistics state that grows as chunks shrink: where the budget would cut
-    the chunk below a tenth of the draws, the chunk size in between that keeps a
-    chunk's draws and that state together smallest is taken instead."""
+    and a tenth of the draws. ``state_bytes(chunk)``: the part of a chain's statistics
+    state that grows as chunks shrink, which a chunk cut by the budget also keeps small."""
     draws, warmup = config.draws, config.warmup
     if isinstance(config.chunk_size, int):
         return min(config.chunk_size, max(draws, warmup))

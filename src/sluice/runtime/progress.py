@@ -1,11 +1,9 @@
 """Progress of the host loop, updated once per chunk, with what the chunk measured.
 
-On a terminal or in a notebook: a bar (tqdm) per phase, whose postfix shows
-the chunk, draws per second and the sampler's state (divergences so far, step
-size, gradients per draw, and the worst R-hat and lowest ESS when the
-statistics are finalized at chunk boundaries). Elsewhere (a log file, a
-batch job): one line per chunk on stderr with the same fields. Silent with
-``progress=False``, and on every process but process 0.
+On a terminal or in a notebook: a bar (tqdm) per phase, whose postfix shows the
+chunk, draws per second and the sampler's state; elsewhere one line per chunk on
+stderr with the same fields. Silent with ``progress=False``, and on every process
+but process 0.
 """
 
 from __future__ import annotations

@@ -250,13 +250,6 @@ class Run:
             self._finalized[name] = run_statistics.summarize(self._statistics[name], states)
         return self._finalized[name]
 
-    def merged_stats_state(self, name: str) -> Any:
-        """The state of statistic ``name`` with all chains merged (a pairwise tree of merges)."""
-        if name not in self._statistics:
-            raise KeyError(f"no statistic named {name!r}; this run has {sorted(self._statistics)}")
-        states = [self._chain_state(name, c) for c in range(self.info.chains)]
-        return run_statistics.merge_chains(self._statistics[name], states)
-
     # -- reports ------------------------------------------------------------------
     def to_arviz(self) -> Any:
         """An ``arviz.InferenceData`` with posterior, sample_stats, log_likelihood, observed_data."""
@@ -283,12 +276,9 @@ class Run:
     def summary(self, *, interval: str = "hdi", round_to: Any = None, source: str = "auto") -> Any:
         """A pandas DataFrame like ``arviz.summary``: mean, sd, interval, MCSE, ESS, R-hat.
 
-        Where the run shows signs of not having explored its posterior
-        (divergences, trajectories at the maximum tree depth, low E-BFMI, R-hat
-        above 1.01, ESS below 100 per chain), the first summary of the run says so
-        in a :class:`~sluice.runtime.diagnostics.DiagnosticWarning`; the table's
-        ``attrs["diagnosis"]`` holds the :class:`~sluice.runtime.diagnostics.Diagnosis`
-        (``run.diagnose()``).
+        Where the run shows signs of not having explored its posterior, the first
+        summary says so in a :class:`~sluice.runtime.diagnostics.DiagnosticWarning`;
+        the table's ``attrs["diagnosis"]`` holds :meth:`diagnose`'s result.
 
         Parameters
         ----------
@@ -298,9 +288,8 @@ class Run:
         round_to
             ``None``: ArviZ's default rounding; ``"none"``; or a number of decimals.
         source
-            ``"stats"``: from the streaming statistics computed while sampling
-            (``default_stats=True``), whatever the sink; ``"draws"``: ArviZ on
-            the kept draws; ``"auto"``: the statistics when the run has them.
+            ``"stats"``: from the streaming statistics; ``"draws"``: ArviZ on the
+            kept draws; ``"auto"``: the statistics when the run has them.
         """
         import warnings
 

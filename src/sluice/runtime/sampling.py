@@ -66,36 +66,27 @@ def sample(
     chains, warmup, draws
         Number of chains, of warmup (adaptation) iterations, and of draws kept
         per chain.
-    chunk_size
-        Iterations per chain in one compiled chunk: device memory holds at
-        most ``chunk_size`` draws per chain. ``None`` or ``"auto"`` picks it
-        from a device-memory budget and so that progress shows about ten
-        chunks. The draws do not depend on it.
-    num_chunks
-        Alternatively, how many chunks the draws are split into.
+    chunk_size, num_chunks
+        Iterations per chain in one compiled chunk (device memory holds at
+        most that many draws per chain), or how many chunks the draws are
+        split into. ``None`` or ``"auto"`` picks it from a device-memory
+        budget. The draws do not depend on it.
     kernel
         ``"nuts"`` (default), ``"hmc"``, or a kernel object such as
-        ``sluice.nuts(max_tree_depth=8)``, BlackJAX's
-        ``sluice.kernels.from_blackjax(blackjax.mclmc)`` or NumPyro's
-        ``sluice.kernels.from_numpyro(numpyro.infer.NUTS)`` (:mod:`sluice.kernels`).
+        ``sluice.nuts(max_tree_depth=8)`` or BlackJAX's and NumPyro's
+        (:mod:`sluice.kernels`).
     target_accept, max_tree_depth, dense_mass, mass_matrix
-        Shortcuts that override the kernel's settings (``mass_matrix``:
-        ``"auto"``, the default: low rank plus diagonal for 2 to 10,000
-        elements, the diagonal otherwise and for a CPU run too short to repay
-        the low-rank metric's compile (the run records which it took, in
-        ``run.info.config.kernel``); ``"diag"``, ``"dense"`` or ``"low_rank"``;
-        :class:`sluice.mcmc.kernels.NUTS`).
+        Shortcuts that override the kernel's settings
+        (:class:`sluice.mcmc.kernels.NUTS`; the run records the metric
+        ``mass_matrix="auto"`` chose in ``run.info.config.kernel``).
     chain_method
         ``"vectorized"`` (``vmap`` over the chains of a device),
-        ``"sequential"`` (``lax.map``: one chain after another), or ``"auto"``:
-        vectorized on accelerators; on CPU, whichever a cost model of the
-        gradient's memory traffic favours (vectorized when the chains share
-        data a batched gradient reads once, as in a regression; sequential
-        when each chain's traffic is its own, as in a high-dimensional
-        Gaussian). See :func:`sluice.mcmc.chain_method.choose_chain_method`.
+        ``"sequential"`` (``lax.map``), or ``"auto"``: vectorized on
+        accelerators, on CPU what
+        :func:`sluice.mcmc.chain_method.choose_chain_method` favours.
     seed
-        Root of every random stream (keys fold in the chain index and the
-        absolute draw index, so draws depend on neither chunking nor devices).
+        Root of every random stream; draws depend on neither chunking nor
+        devices.
     sink
         ``"memory"`` keeps all draws in host memory; ``None`` keeps none
         (statistics only); ``sluice.ZarrSink(path)`` streams them to disk and
@@ -106,27 +97,20 @@ def sample(
         device for every draw, in order; merged over chains in ``run.stats``,
         per chain in ``run.stats_per_chain``. See :mod:`sluice.stats`.
     default_stats
-        Also compute :func:`sluice.stats.streaming.summary` as
-        ``run.stats["summary"]``: mean, sd, quantiles, HDI, MCSE, bulk and
-        tail ESS and R-hat of every element of every recorded quantity,
-        streamed on the device; ``run.summary()`` is then built from it,
-        whatever the sink. ``"auto"`` (default): on unless the draws are kept
-        in memory (``sink="memory"``) and ``until`` is not given, where
-        ``run.summary()`` runs ArviZ on the draws instead. With ``sink=None``
-        the streaming statistics are the only summary there is.
+        Also stream :func:`sluice.stats.streaming.summary` on the device, as
+        ``run.stats["summary"]``, and build ``run.summary()`` from it.
+        ``"auto"`` (default): on unless ``sink="memory"`` and ``until`` is not
+        given, where ``run.summary()`` runs ArviZ on the draws instead.
     until
         ``sluice.converged(ess_bulk=..., ess_tail=..., r_hat=..., mcse_mean=...)``:
         stop at the first chunk boundary where every element meets every
         target; ``draws`` is then the most draws per chain, and
-        ``run.info.draws`` the number taken. The draws kept are the first ones
-        of the same run without ``until``. The progress line shows the worst
-        values so far.
+        ``run.info.draws`` the number taken (the first draws of the same run
+        without ``until``).
     superchains
         Group the chains into this many superchains of contiguous chains that
-        start from one point (with ``init`` a function; a fixed ``init`` starts
-        every chain there anyway). From 64 chains on, the summary adds nested
-        R-hat (Margossian et al. 2024) over these superchains, or over single
-        chains when ``None``.
+        start from one point. From 64 chains on, the summary adds nested
+        R-hat (Margossian et al. 2024) over them.
     progress
         Show a progress bar per phase (only on a terminal, only on process 0).
     devices
@@ -190,30 +174,24 @@ def resume(
 ) -> Run:
     """Continue an interrupted run from its store's last complete chunk.
 
-    The resumed run ends with exactly the draws and statistics of an
-    uninterrupted one, even on another device layout (bitwise where the
-    per-device program is the same). A finished store is returned as it is;
-    a store whose run stopped before its first checkpoint starts again.
+    The resumed run ends with the draws and statistics of an uninterrupted
+    one. A run that stopped before its first checkpoint starts again.
 
     Parameters
     ----------
     path
         The store (a ``sluice.ZarrSink`` path) of the interrupted run.
     model
-        The run's model (a :class:`sluice.Model` or a log-density function). A
-        store never names code to run: the model must be the one that started
-        the run, exactly: the same program (the fingerprint of its traced
-        log-density, transform and log-likelihood) and the same data (a hash
-        of the arrays it closes over), as the store records them.
+        The model that started the run: the same program and data, as the
+        store's fingerprint records them (a store never names code to run).
     progress, stats, devices
         As in :func:`sample`; ``stats`` must be the statistics the run started
         with (they are part of its checkpoint).
     allow_model_change
         Continue with a model whose program or data differs from the one that
         started the run (the same parameters and recorded quantities): the
-        store then holds draws of both models. Needed, too, where another JAX
-        release traces the same model into another program, and for a store
-        that records no fingerprint of its model.
+        store then holds draws of both models (needed, too, where another JAX
+        release traces the model into another program).
     **expected
         Settings the caller expects the run to have (``draws=...``,
         ``seed=...``, ...): a mismatch is an error that names the setting.

@@ -1,18 +1,13 @@
 """The host loop of one run (this process's share), from any chunk boundary to the end.
 
-The session starts the chains (or restores them from a checkpoint), then
-calls the compiled chunk over and over: first through warmup, then through
-the draws. Between chunks it moves this process's chains' draws to the sink,
-writes a checkpoint (when the sink can resume) and advances the progress
-bar; chunk ``k + 1`` is dispatched before chunk ``k``'s draws are copied out
-(:func:`~sluice.runtime.loop.pipelined`), so the device keeps working while
-the host writes. Which program compiles when, and the time compiling takes, are
-its :class:`~sluice.runtime.compiling.Compiler`'s.
-
-With several processes every process runs this loop on its own block of
-chains; checkpoints are committed by process 0 after a barrier, and totals
-and statistics are gathered at the end so that every process reports the
-same merged results.
+The session starts the chains (or restores them from a checkpoint), then calls
+the compiled chunk through warmup and then through the draws. Between chunks it
+moves this process's chains' draws to the sink, writes a checkpoint (when the
+sink can resume) and advances the progress bar, while the next chunk runs
+(:func:`~sluice.runtime.loop.pipelined`). Its
+:class:`~sluice.runtime.compiling.Compiler` decides which program compiles when.
+With several processes, checkpoints are committed by process 0 after a barrier,
+and totals and statistics are gathered at the end.
 """
 
 from __future__ import annotations
@@ -65,10 +60,9 @@ class _Readouts:
     """When the progress display reads the statistics (without ``until``, which reads
     them at every chunk to decide).
 
-    A reading merges and finalizes every chain's statistics, which can cost as much
-    as a chunk: the display reads at a chunk boundary when their programs are
-    compiled and the readings so far have taken at most :data:`READOUT_SHARE` of the
-    phase's wall time, and at the last chunk always (the run's summary).
+    A reading can cost as much as a chunk: the display reads when the programs are
+    compiled and the readings so far took at most :data:`READOUT_SHARE` of the phase's
+    wall time, and at the last chunk always.
     """
 
     def __init__(self) -> None:

@@ -1,19 +1,10 @@
 """A run's streaming statistics on the host side: start, merge over chains, finalize.
 
-Starting (every slot's state from one example draw), merging chains and
-finalizing run outside the chunk, through the compile cache
-(:mod:`sluice._jax.compile`) under keys made of the statistic's
-:attr:`~sluice.stats.Statistic.cache_key`. Their compiles cost seconds for
-the default statistics, but they depend only on the state's shapes, known
-before the first chunk: :func:`precompile` lowers and compiles them in a
-background thread while the run samples (nothing is executed there, so it
-holds no state-sized buffers).
-
-A statistic that declares itself element-wise (:class:`~sluice.stats.base.Blocks`)
-is merged and finalized :data:`ELEMENT_BLOCK` elements at a time once its
-states are larger than that: the chains' states stay on the host, each block
-goes to the device alone, and one program (the blocks share a shape) serves
-every block.
+These run outside the chunk, through the compile cache (:mod:`sluice._jax.compile`)
+under keys made of the statistic's :attr:`~sluice.stats.Statistic.cache_key`;
+:func:`precompile` compiles them in a background thread while the run samples. An
+element-wise statistic (:class:`~sluice.stats.base.Blocks`) is merged and finalized
+:data:`ELEMENT_BLOCK` elements at a time, one program serving every block.
 """
 
 from __future__ import annotations
@@ -51,11 +42,8 @@ def start_program(
 ) -> tuple[tuple, Callable]:
     """``(key, start)`` with ``start(consts, example)`` every slot's initial state: all
     slots start from the same example, the position of chain 0 (constrained here) or,
-    for a statistic with a pilot, the pooled pilot draws (already constrained).
-
-    With ``sharding`` (the slots' layout over this process's devices) the program
-    writes each device's slots in place, rather than a slicing program per state array
-    placing a one-device result there."""
+    for a statistic with a pilot, the pooled pilot draws (already constrained). With
+    ``sharding`` the program writes each device's slots in place."""
 
     def start(consts: Any, example: Any) -> Any:
         if statistic.pilot:
@@ -148,10 +136,8 @@ def compiled(statistic: Statistic, one: Any) -> bool:
 def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
     """Compile ``statistic``'s merge of two states shaped like ``one``, and its finalize.
 
-    Both are lowered here, one after the other (tracing holds the GIL). Programs
-    small enough for the fast options then compile at the same time, merge in a
-    second thread (quicker, for little more memory); larger ones one after the
-    other, as two compiles at once would stack their memory on a large run's.
+    Programs small enough for the fast options compile at the same time (merge in a
+    second thread); larger ones one after the other, so that their memory does not stack.
     """
     blocked = _blocked(statistic, one)  # then the programs of one block of elements
     merge_key, finalize_key, one = _readout_programs(statistic, one)
@@ -190,11 +176,9 @@ def precompile(
     """Compile a run's statistics' start, merge and finalize in a background thread.
 
     ``start`` (from :func:`start_program`, keyed ``start_key``) returns
-    ``{name: state}`` with a leading slot axis; ``start_args`` are arrays or
-    ``jax.ShapeDtypeStruct``. Returns the (non-daemon) thread, or ``None``
-    when there is nothing to do or background compiles are off. Failures
-    are left for the foreground calls to raise. ``first`` (the statistics' update
-    program's compile, which the first draws need) runs before the others.
+    ``{name: state}`` with a leading slot axis. Returns the (non-daemon) thread, or
+    ``None`` when there is nothing to do or background compiles are off; failures are
+    left for the foreground calls to raise. ``first`` runs before the others.
     """
     if not statistics or not programs.background_enabled():
         return None

@@ -1,14 +1,10 @@
 """Stopping a run when it has converged: :func:`converged`.
 
 ``sluice.sample(..., until=sluice.converged(ess_bulk=400, r_hat=1.01))`` reads
-the default summary statistics, merged over every chain, at each chunk
-boundary of the sampling phase and stops at the first one where every element
-meets every target given; ``draws`` is then the most draws per chain. The
-statistics finalize exactly at any chunk boundary (ArviZ's split halves
-included), the decision is a function of the draws so far, and the draws kept
-are the prefix of an uninterrupted run with the same seed: a resumed run
-reaches the same decision at the same chunk, and every process (which all
-hold the same merged statistics) stops at the same chunk.
+the default summary statistics, merged over every chain, at each chunk boundary
+of the sampling phase and stops at the first one where every element meets
+every target given. The decision is a function of the draws so far, so a
+resumed run, and every process, stops at the same chunk.
 """
 
 from __future__ import annotations
@@ -122,8 +118,7 @@ def converged(
     Returns
     -------
     Converged
-        For ``sluice.sample(..., until=...)``; ``draws`` is then the most draws
-        per chain. The run needs the default summary statistics.
+        For ``sluice.sample(..., until=...)``.
 
     Examples
     --------

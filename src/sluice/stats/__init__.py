@@ -1,22 +1,16 @@
-"""Streaming statistics computed on the device while sampling.
+"""Streaming statistics computed on the device while sampling (docs/statistics.md).
 
 Every statistic is a :class:`Statistic`, a bundle of four pure functions
 (``init / update / merge / finalize``) for one chain; chains, devices and
-hosts combine with ``merge``. See ``docs/statistics.md``.
+hosts combine with ``merge``.
 
-* the summary diagnostics (``az.summary``'s columns: mean, sd, quantiles, HDI,
-  R-hat, bulk and tail ESS, MCSE), every element in 1.5 KB per chain and
-  open-ended (a run may stop when it has converged):
-  :func:`sluice.stats.streaming.summary`, what ``sluice.sample`` computes by
-  default, and :func:`summary_table` (a pandas DataFrame like ``az.summary``)
-  of its values;
+* the summary diagnostics (``az.summary``'s columns), every element in 1.5 KB
+  per chain: :func:`sluice.stats.streaming.summary`, what ``sluice.sample``
+  computes by default, and :func:`summary_table` of its values;
 * moments (exact): :func:`count`, :func:`mean`, :func:`variance`,
   :func:`covariance`, :func:`extrema`;
 * combinators: :func:`group`, :func:`restrict`, :func:`transform`;
 * nested R-hat of many short chains: :mod:`sluice.stats.nested`.
-
-ArviZ's own diagnostics of stored draws are ArviZ on them (a store converts
-to ``InferenceData``).
 """
 
 from sluice.stats import streaming

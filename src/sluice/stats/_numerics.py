@@ -4,9 +4,7 @@
   their digits without ``jax_enable_x64``;
 * Chan's merge of (count, mean, co-moment) summaries;
 * the multi-chain ESS formula of ArviZ 0.23 written on summaries (chain
-  means and variances, summed autocovariances) instead of draws. The
-  Geyer initial-sequence truncation is vectorised: no data-dependent loops, so
-  it runs under ``jit``/``vmap`` over any number of elements.
+  means and variances, summed autocovariances) instead of draws, vectorised.
 
 Shapes in docstrings: ``D`` is the number of scalar elements of a draw, ``L``
 the number of lags.

@@ -1,53 +1,24 @@
 """The streaming-statistic interface: a bundle of four pure functions.
 
 A :class:`Statistic` reduces a stream of draws of ONE chain to a small state
-and finalizes it to values. The engine calls, for each chain:
+and finalizes it to values: ``init(example)``, ``update(state, draw)`` (inside
+the compiled chunk), ``merge(a, b)`` (of different chains; associative, with
+``init(example)`` as its identity) and ``finalize(state)``. docs/statistics.md
+("The interface") states the contract, including the optional ``update_block``
+and ``pilot``. Two more optional fields serve large states:
 
-* ``init(example)`` once, with one example draw (a pytree shaped like a draw:
-  ``{name: array}``). It counts nothing. The engine passes the transformed
-  final warmup position of chain 0, identical on every chain, device and
-  host, so a statistic may use its *values* as a shared pilot (a shift for
-  accurate sums, the centre of a grid) as well as its shapes and dtypes;
-* ``update(state, draw) -> state`` once per draw, in draw order, inside the
-  compiled chunk (under ``jit``, ``vmap`` and ``lax.scan``);
-* ``merge(a, b) -> state`` to combine the states of *different chains* (or
-  groups of chains); associative, with ``init(example)`` as its identity;
-* ``finalize(state) -> pytree`` to read values, at any time (cheap).
-
-Two optional fields make a statistic cheaper or better informed:
-
-* ``update_block(state, draws, count) -> state``: the same as ``update`` on
-  ``draws[0]``, ..., ``draws[count - 1]`` in order (``draws`` has a leading
-  axis of fixed length; rows from ``count`` on are to be ignored). The engine
-  then buffers a chunk's draws and calls it once per chunk, where vectorised
-  work over many draws costs less than per-draw work inside the sampler;
 * ``update_chains(states, draws, count) -> states``: ``update_block`` of every
-  chain of a stack (a leading chain axis on the states and the draws). The
-  engine updates a device's chains one after another, each chain's state read
-  out of the stack and written back (:func:`chains_update`); a statistic with
-  large states updates the stack in place instead, so that no chain's state is
-  copied;
-* ``pilot``: a number ``P`` of final warmup draws per chain. ``init`` then
-  receives, instead of one example, the last ``P`` warmup draws of every chain
-  of the run pooled along a leading axis (chain-major, the same on every
-  chain, device and host), for references shared by all chains (grids,
-  thresholds) that reflect the posterior rather than one draw of it.
+  chain of a stack (a leading chain axis), updating the stack in place so that
+  no chain's state is copied (default: :func:`chains_update`);
+* ``blocks`` (:class:`Blocks`), for element-wise statistics: the engine merges
+  and finalizes a large model's states a block of elements at a time, so that
+  the full-size temporaries of ``merge`` and ``finalize`` never exist at once.
 
-A statistic whose state and values are element-wise (each element of the draw
-has its own columns, as the default summary's) may also say so with ``blocks``
-(:class:`Blocks`): the engine then merges and finalizes a large model's
-states a block of elements at a time, so that the full-size temporaries of
-``merge`` and ``finalize`` never exist at once (for a million elements they
-are tens of gigabytes).
-
-Settings live in the closure (a change of setting never hides in the state);
-state is a NamedTuple or dict of arrays with fixed shapes.
-
-A statistic may also carry a ``key``: a hashable description of its
-settings (``("variance", 1)``), so that two statistics built alike share
-their compiled programs (:mod:`sluice._jax.compile`). Without one, a
-statistic is its functions: the same object reuses its programs, an equal
-one built anew compiles again.
+Settings live in the closure; state is a NamedTuple or dict of arrays with
+fixed shapes. A ``key`` (a hashable description of the settings, such as
+``("variance", 1)``) lets two statistics built alike share their compiled
+programs (:mod:`sluice._jax.compile`); without one, a statistic is its
+functions.
 """
 
 from __future__ import annotations

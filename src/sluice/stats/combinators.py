@@ -87,13 +87,10 @@ def group(statistics: Mapping[str, Statistic]) -> Statistic:
 def transform(fn: Callable[[PyTree], PyTree], statistic: Statistic) -> Statistic:
     """Apply ``fn`` to every draw (and to the example) before ``statistic`` sees it.
 
-    ``fn`` must be a pure, traceable function of one draw; its output is what
-    the statistic summarises (any pytree of arrays).
-
     Parameters
     ----------
     fn
-        ``fn(draw) -> pytree``.
+        ``fn(draw) -> pytree``, a pure, traceable function of one draw.
     statistic
         The statistic of the transformed draws.
 
@@ -154,9 +151,8 @@ def restrict(
         Quantities to keep, by name: top-level keys of a dict draw, or pytree
         paths joined by dots (``"a.b"``, ``"params.0"``). A mapping
         ``{name: index}`` also selects elements (``index`` is anything numpy
-        indexing accepts: ``slice(0, 100)``, an integer array, ``(0, ...)``),
-        for example to give expensive diagnostics to the first elements of a
-        huge vector only. The statistic sees ``{name: selected}``.
+        indexing accepts: ``slice(0, 100)``, an integer array, ``(0, ...)``).
+        The statistic sees ``{name: selected}``.
 
     Returns
     -------
@@ -165,8 +161,7 @@ def restrict(
     Raises
     ------
     ValueError
-        When a name is not in the draw (raised by ``init``, before compiling
-        the update).
+        When a name is not in the draw (raised by ``init``).
 
     Examples
     --------

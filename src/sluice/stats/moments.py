@@ -1,14 +1,9 @@
 """Exact moment statistics: count, mean, variance, covariance, extrema.
 
-Every element is accumulated as a *shifted, compensated* sum: ``y = x - c``
-with ``c`` the pilot (the example draw, identical on every chain, device and
-host) and each sum a :class:`~sluice.stats._numerics.Compensated` float pair.
-Because the shift is shared, the sums of different chains simply add, so
-``merge`` is exact addition (no Chan correction needed) and associative up to
-the last bit of a double-length sum; because the sums are compensated, a
-float32 stream of 10^7 draws whose mean is 10^4 standard deviations away
-from zero keeps a relative variance error near 1e-7 (plain float32 Welford is
-off by more than 1e-2 there: see the regression test).
+Every element is accumulated as a shifted, compensated sum: ``y = x - c`` with
+``c`` the pilot (the example draw, identical on every chain, device and host)
+and each sum a :class:`~sluice.stats._numerics.Compensated` float pair, so that
+``merge`` is exact addition (docs/statistics.md, "Exact moments").
 """
 
 from __future__ import annotations
@@ -209,13 +204,8 @@ def variance(ddof: int = 1) -> Statistic:
 def covariance(ddof: int = 1) -> Statistic:
     """Covariance matrix of all scalar elements of a draw (opt-in: memory ``D^2``).
 
-    The elements are ordered as the draw's leaves, each raveled in C order
-    (``jax.tree.leaves`` order); :func:`sluice.stats.element_labels` names them.
-
-    Parameters
-    ----------
-    ddof
-        Delta degrees of freedom: the divisor is ``count - ddof``.
+    The elements are ordered as ``jax.tree.leaves``, each raveled in C order;
+    :func:`sluice.stats.element_labels` names them. ``ddof`` as in :func:`variance`.
 
     Returns
     -------

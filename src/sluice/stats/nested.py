@@ -10,16 +10,10 @@ from one point), ``N`` draws per chain, chain means ``m_km``, superchain means
                   + mean_m s2_km ]                          and within chains
     nR = sqrt(1 + B / W)
 
-(``M = 1``: no between-chain term; ``N = 1``: no within-chain term.) Unlike
-R-hat it stays meaningful when each chain holds few draws, so a run of
-thousands of short chains can stop as soon as its superchains agree.
-
-Streaming: everything above is a function of each chain's draw count and the
-sums of ``y`` and ``y^2`` that the default summary statistic keeps per chain
-(:mod:`sluice.stats.streaming`, ``y = x - c`` with ``c`` shared by all chains),
-so no draw is stored; :func:`nested_rhat` reads them from the per-chain states
-before they are merged. ``superchains`` groups contiguous chains: chain ``c``
-is in superchain ``c // M``.
+(``M = 1``: no between-chain term; ``N = 1``: no within-chain term.) It stays
+meaningful when each chain holds few draws. :func:`nested_rhat` reads it from the
+per-chain sums of ``y`` and ``y^2`` of the default summary statistic, before they
+are merged; chain ``c`` is in superchain ``c // M``.
 
 References
 ----------

@@ -1,48 +1,20 @@
 """The default summary statistics: every element, small, open-ended (:func:`summary`).
 
 One statistic keeps, per chain and per scalar element of a draw, what
-``az.summary`` needs in about 1.5 KB (float32), so that it covers every
-element of a model with millions of them; and it finalizes exactly at any
-chunk boundary without knowing how many draws the run will end with (a run
-may stop when it has converged).
+``az.summary`` needs in about 1.5 KB (float32), and finalizes exactly at any
+chunk boundary without knowing how many draws the run will end with.
+docs/statistics.md ("The default summary") explains the method; in its terms:
 
-Reference (from the pilot). The statistic asks for the last ``pilot`` warmup
-draws of every chain, pooled: they fix, identically on every chain, device and
-host, per element, the reference quantiles at nine levels (:data:`LEVELS`).
-They define
-
-* ``y = x - c`` with ``c`` the pooled median (the shift of every sum);
-* the bulk proxy ``z``: piecewise-linear normal scores through the reference
-  quantiles, extended linearly beyond them; its score ``s`` (:func:`score`,
-  rolled off beyond the outer knots, bounded like a rank's normal score)
-  stands in for ArviZ's rank normalisation, which needs every draw;
-* the folded score ``|s|`` (its square is ``s^2``): folded R-hat;
-* the tail indicators ``x <= q(0.05)`` and ``x > q(0.95)``;
-* the histogram's grid: ``buckets`` buckets over the range of ``s``,
-  :data:`FOCUS` times narrower within :data:`FOCUS_HALF` of each quantile the
-  summary reads (:func:`grid`).
-
-State of one open chain (``D`` elements):
-
-* moments of ``y`` (compensated sums of ``y`` and ``y^2``; ``y^3``, ``y^4``)
-  and extremes; the histogram (quantiles, HDI), its counters ``uint16`` when a
-  chain has at most :data:`COUNT_MAX` draws (``num_draws``), else ``int32``;
-* split geometry: per *chunk* ``j`` of ``chunk_size`` draws, the sums of
-  ``y, y^2, s, s^2, |s|`` and the two indicators over its first half
-  (``A``), its middle draw (odd chunk sizes) and its second half (``B``).
-  ArviZ splits ``N = k chunk_size`` draws at ``N // 2``: a chunk boundary or
-  the end of an ``A`` part. Chunks that every later split puts in the first
-  half are folded into a prefix, so ``K // 2 + 1`` chunk summaries suffice
-  for ``K`` chunks. A run whose last chunk is short keeps the sums over its
-  final halves too;
-* lag products ``sum_t f_t f_(t-k)``, ``k = 1..lags``, of ``y, s`` and
-  the indicators, and the same over their means in blocks of ``block``
-  draws (``block_lags`` lags): the autocovariances for Geyer's ESS;
-* the last ``lags`` draws (for lag products across updates).
-
-Closing a chain (``merge``) turns its sums into between-chain summaries kept
-in the same arrays (:mod:`sluice.stats.streaming_readout`), so a merged state
-is no larger than an open one.
+* the pooled last ``pilot`` warmup draws fix the reference quantiles at
+  :data:`LEVELS`: the shift ``c`` (their median) of ``y = x - c``, the bulk
+  proxy ``z`` and its score ``s``, the tail indicators and the histogram's
+  grid (:mod:`sluice.stats.streaming_state`);
+* an open chain keeps moments of ``y``, extremes, the histogram (``uint16``
+  counters up to :data:`COUNT_MAX` draws), the split sums per chunk (parts
+  ``A``, middle, ``B``; a prefix for chunks every later split puts first), lag
+  products over draws and over block means, and its last ``lags`` draws;
+* ``merge`` closes a chain into between-chain summaries held in the same arrays
+  (:mod:`sluice.stats.streaming_readout`).
 
 ``update_block`` (the engine's path) processes a chunk's draws at once, in
 windows of :data:`WINDOW` rows; ``update`` processes one draw.
@@ -299,12 +271,8 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
     """Add ``draws[0 .. count - 1]`` (a leading axis), the chain's next ``count`` draws.
 
     The engine calls this once per chunk, at a chunk boundary of the statistic's
-    geometry (else the state is marked inconsistent and finalizes to NaN).
-
-    Every element's sums are its own, so more than :data:`UPDATE_BLOCK` elements
-    are updated a block of them at a time, each block's columns of the state
-    sliced out and written back in place: the update's temporaries then stay
-    those of one block.
+    geometry (else the state is marked inconsistent and finalizes to NaN). More than
+    :data:`UPDATE_BLOCK` elements are updated a block at a time, in place.
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
@@ -485,9 +453,8 @@ def summary(
         Exact lags of the autocovariances; the block length and the lags of
         the block means that extend them when Geyer's sequence runs longer.
     buckets
-        Histogram buckets (quantiles, HDI); default 288 when a chain's draws fit
-        the ``uint16`` counters (``num_draws <= 65,535``), else 144 (``int32``
-        counters: the same bytes).
+        Histogram buckets (quantiles, HDI); default 288 with ``uint16`` counters
+        (``num_draws <= 65,535``), else 144 (``int32`` counters: the same bytes).
     pilot
         Final warmup draws per chain pooled for the reference.
 

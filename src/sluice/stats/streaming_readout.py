@@ -1,25 +1,19 @@
 """Closing, merging and reading the default summary statistics (:mod:`sluice.stats.streaming`).
 
-*Closing* a chain splits it as ArviZ does at its current number of draws
-``N``: the first ``N // 2`` draws and the last ``N // 2`` (the middle draw of an
-odd ``N`` in neither). From the split sums it takes each half's mean and
-variance of ``y``, ``y^2``, the bulk and folded proxies and the tail
+*Closing* a chain splits it as ArviZ does at its current number of draws ``N``
+(the first and the last ``N // 2``). From the split sums it takes each half's
+mean and variance of ``y``, ``y^2``, the bulk and folded proxies and the tail
 indicators, and accumulates, over split chains, the sum of the within-half
-variances and a Chan summary of the half means (ArviZ's ``W`` and ``B``);
-from the lag products, each half's autocovariances (centred at the half's
-mean; the few pairs across the split and at the halves' ends approximated),
-summed over split chains; from the block means, the same for the block
-series (unsplit). These summaries live in the arrays the open chain's sums
-used (:class:`Closed` names them), so a merged state is no larger.
+variances and a Chan summary of the half means (ArviZ's ``W`` and ``B``); from
+the lag products, each half's autocovariances, summed over split chains; from
+the block means, the same for the block series (unsplit). These summaries live
+in the arrays the open chain's sums used (:class:`Closed` names them), so a
+merged state is no larger.
 
-``finalize`` reads: mean and sd (exact), quantiles and HDI from the pooled
-histogram, split R-hat (exact), rank R-hat (the proxies' split R-hat, bulk and
-folded), ESS bulk / tail / mean / sd by Geyer's initial sequence (ArviZ's
-``_ess``) on the exact lags, or on the block means when the sequence has not
-ended within them and its pairs are still above their noise, and MCSE of the
-mean and sd. :func:`summary_table` lays the finalized values out as
-``az.summary`` does (pandas is imported when a table is made, not when this
-module is).
+``finalize`` reads mean, sd, quantiles, HDI, the R-hats, the ESSs (Geyer's
+initial sequence on the exact lags, or on the block means when the sequence has
+not ended within them) and the MCSEs (docs/statistics.md, "The default
+summary"); :func:`summary_table` lays them out as ``az.summary`` does.
 """
 
 from __future__ import annotations
@@ -572,12 +566,8 @@ def _percent(p: float) -> str:
 
 
 def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: Any = None) -> Any:
-    """A pandas DataFrame like ``az.summary`` of the finalized default summary.
-
-    One row per scalar element, named as ``az.summary`` does (``beta[0]``,
-    ``x[0, 1]``, ``sigma``); the columns of ``az.summary``: ``mean``, ``sd``,
-    two interval columns, ``mcse_mean``, ``mcse_sd``, ``ess_bulk``,
-    ``ess_tail``, ``r_hat``.
+    """A pandas DataFrame like ``az.summary`` of the finalized default summary: one row
+    per scalar element, named as ``az.summary`` does, and its columns.
 
     Parameters
     ----------
@@ -591,8 +581,7 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
         ``"eti"``: the equal-tailed interval from the outer quantiles
         (``eti_3%``, ``eti_97%``, like ``az.summary(stat_focus="median")``).
     round_to
-        ``None``: ArviZ's default rounding (3 decimals; ``ess_*`` 0; ``r_hat`` 2);
-        ``"none"``: no rounding; an integer: that many decimals.
+        ``None``: ArviZ's default decimals; ``"none"``: none; an integer: that many.
 
     Returns
     -------

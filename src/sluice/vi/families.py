@@ -100,8 +100,7 @@ def meanfield(init_scale: float = 0.1) -> Family:
     Returns
     -------
     Family
-        With parameters :class:`MeanFieldParams`; its ``key`` is its settings, so
-        fits with equal settings share their compiled programs.
+        With parameters :class:`MeanFieldParams`, keyed by its settings.
 
     Examples
     --------
@@ -154,20 +153,15 @@ def fullrank(init_scale: float = 0.1) -> Family:
 
         H[q] = \\sum_j \\log L_{jj} + \\tfrac{d}{2} (1 + \\log 2\\pi).
 
-    Every real value of the parameters is valid; ``L`` has a positive
-    diagonal, so it is the Cholesky factor of the covariance.
-
     Parameters
     ----------
     init_scale
-        Standard deviation of every coordinate at initialisation (``L`` starts
-        as ``init_scale * I``).
+        As in :func:`meanfield` (``L`` starts as ``init_scale * I``).
 
     Returns
     -------
     Family
-        With parameters :class:`FullRankParams`; its ``key`` is its settings, so
-        fits with equal settings share their compiled programs.
+        With parameters :class:`FullRankParams`, keyed by its settings.
 
     Examples
     --------

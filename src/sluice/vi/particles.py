@@ -156,13 +156,11 @@ def elbo(
 
         \widehat{\mathrm{IWAE}} = \log \frac{1}{K} \sum_{i<K} w_i
 
-    The ELBO uses the family's closed-form entropy :math:`H` when it has one
-    (lower variance), otherwise :math:`-\log q_\lambda(x_i)` per particle.
-    Both are unbiased for their bound's expectation; the IWAE bound
+    The ELBO uses the family's closed-form entropy :math:`H` when it has one,
+    otherwise :math:`-\log q_\lambda(x_i)` per particle; the IWAE bound
     tightens towards :math:`\log Z` as :math:`K` grows [2]_. The function is
-    pure: differentiate it with ``jax.grad`` (with respect to ``params``), jit
-    it (``num_particles``, ``particle_chunk_size`` and ``bound`` static), or
-    vmap it over parameters or keys.
+    pure (under ``jit``, ``num_particles``, ``particle_chunk_size`` and
+    ``bound`` are static).
 
     Parameters
     ----------
@@ -170,14 +168,10 @@ def elbo(
         A :class:`sluice.Model`, or a log-density of ONE flat point ``x`` of
         shape ``(dim,)``. For a Model, ``x`` is the flattened unconstrained
         parameter (see :meth:`sluice.Model.flatten`).
-    family
-        The variational family, e.g. ``sluice.vi.meanfield()``.
-    params
-        The family's parameters (e.g. :class:`MeanFieldParams`).
-    rng_key
-        Particle ``i`` is drawn with ``jax.random.fold_in(rng_key, i)``.
-    num_particles
-        Number of particles :math:`K`.
+    family, params
+        The variational family (e.g. ``sluice.vi.meanfield()``) and its parameters.
+    rng_key, num_particles
+        Particle ``i < K = num_particles`` is drawn with ``fold_in(rng_key, i)``.
     particle_chunk_size
         Evaluate the particles this many at a time (``None``: all at once).
         The estimate does not depend on it beyond float summation order;
@@ -275,19 +269,13 @@ def sample(
     """Draws from ``q`` mapped through the model's transform to named quantities.
 
     Draw ``i`` uses ``fold_in(rng_key, i)``, like particle ``i`` of
-    :func:`elbo`, and is mapped through ``model.transform`` (constrained
-    parameters and deterministics), so the names are those of the MCMC draws
-    of the same model.
+    :func:`elbo`; the names are those of the MCMC draws of the same model
+    (``"x"`` for a log-density of one flat point).
 
     Parameters
     ----------
-    model
-        A :class:`sluice.Model` (or a log-density of one flat point; its draws
-        are then named ``"x"``).
-    family, params
-        The fitted family and its parameters.
-    rng_key
-        Root key of the draws.
+    model, family, params, rng_key
+        As in :func:`elbo`.
     num_samples
         Number of draws.
 
