@@ -121,10 +121,8 @@ class Fit:
         return self.model.flatten().unravel(jnp.asarray(self.family.mean(self.params)))
 
     def _groups(self, num_samples: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer, got {num_samples!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        check_count("num_samples", num_samples)
+        check_int("seed", seed)
         flat = self.model.flatten()
         key = _root_key(seed)
         out = self._program.run("sample", flat.consts, self.params, key, static=(num_samples,))
