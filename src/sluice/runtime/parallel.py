@@ -100,9 +100,7 @@ class Topology:
 
     @property
     def sharding(self) -> NamedSharding | None:
-        if self.mesh is None:
-            return None
-        return NamedSharding(self.mesh, PartitionSpec("chains"))
+        return None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec("chains"))
 
     # -- moving data ------------------------------------------------------------------
     def put(self, tree: Any) -> Any:

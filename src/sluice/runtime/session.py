@@ -472,6 +472,4 @@ def _trim(host: dict, n: int) -> dict:
 def _param(params: Any, name: str) -> Any:
     """The tuned parameter ``name`` (sluice's ``KernelParams``, a BlackJAX kernel's
     dict), or ``None`` when the kernel has none."""
-    if isinstance(params, dict):
-        return params.get(name)
-    return getattr(params, name, None)
+    return params.get(name) if isinstance(params, dict) else getattr(params, name, None)
