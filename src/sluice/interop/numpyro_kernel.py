@@ -29,13 +29,8 @@ class NumPyroState(NamedTuple):
 
     inner: Any  # HMCState, SAState, BarkerMHState
 
-    @property
-    def position(self) -> jax.Array:
-        return self.inner.z
-
-    @property
-    def logdensity(self) -> jax.Array:
-        return -self.inner.potential_energy
+    position = property(lambda self: self.inner.z)
+    logdensity = property(lambda self: -self.inner.potential_energy)
 
     @property
     def logdensity_grad(self) -> jax.Array:
