@@ -78,9 +78,7 @@ class FitInfo:
     optimizer: optax.GradientTransformation
     seconds: float = 0.0
 
-    @property
-    def num_chunks(self) -> int:
-        return -(-self.steps // self.chunk_size)
+    num_chunks = property(lambda self: -(-self.steps // self.chunk_size))
 
 
 # -- the result ------------------------------------------------------------------------------

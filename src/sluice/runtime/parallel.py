@@ -71,9 +71,7 @@ class Topology:
         return cls(devices, num_chains, num_slots, jax.process_index(), process_count, mesh)
 
     # -- layout ------------------------------------------------------------------
-    @property
-    def multiprocess(self) -> bool:
-        return self.process_count > 1
+    multiprocess = property(lambda self: self.process_count > 1)
 
     @property
     def is_main(self) -> bool:

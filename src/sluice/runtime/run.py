@@ -66,6 +66,8 @@ class RunInfo:
         """Draws per chain: the setting, or fewer where ``until`` stopped the run."""
         return self.config.draws if self.converged_at is None else self.converged_at
 
+    num_chunks = property(lambda self: -(-self.draws // self.chunk_size))
+
     def add_counters(self, counters: Any, chains: slice, n: int) -> None:
         """Add one sampling chunk's per-chain counters of ``n`` iterations (this process's
         real chains, the global chains ``chains``)."""
@@ -140,10 +142,6 @@ class RunInfo:
         for name, value in totals.items():
             setattr(self, name, value)
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
-
-    @property
-    def num_chunks(self) -> int:
-        return -(-self.draws // self.chunk_size)
 
 
 class Run:
