@@ -105,9 +105,7 @@ class NumPyroKernel:
     def __hash__(self) -> int:
         return hash(self._identity())
 
-    @property
-    def name(self) -> str:
-        return f"numpyro.{self.kernel_class.__name__}"
+    name = property(lambda self: f"numpyro.{self.kernel_class.__name__}")
 
     def for_warmup(self, num_warmup: int) -> NumPyroKernel:
         """This kernel for a run of ``num_warmup`` warmup iterations."""
