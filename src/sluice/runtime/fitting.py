@@ -84,6 +84,7 @@ class FitInfo:
 # -- the result ------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Fit:
     """A fitted variational approximation.
 
@@ -98,21 +99,12 @@ class Fit:
         The :class:`Family`, the :class:`sluice.Model` and the :class:`FitInfo`.
     """
 
-    def __init__(
-        self,
-        model: Model,
-        family: Family,
-        params: Any,
-        elbo: np.ndarray,
-        info: FitInfo,
-        program: FitProgram,
-    ) -> None:
-        self.model = model
-        self.family = family
-        self.params = params
-        self.elbo = elbo
-        self.info = info
-        self._program = program
+    model: Model
+    family: Family
+    params: Any
+    elbo: np.ndarray
+    info: FitInfo
+    _program: FitProgram
 
     def mean(self) -> PyTree:
         """The mean of ``q`` in unconstrained space, as a parameter pytree like ``init``."""
