@@ -139,10 +139,8 @@ class NumPyroKernel:
     def init(
         self, position: jax.Array, logdensity_fn: Callable, rng_key: jax.Array | None = None
     ) -> NumPyroState:
-        if rng_key is None:
-            rng_key = jax.random.PRNGKey(0)
-        _, state = self._built(logdensity_fn, rng_key, position)
-        return NumPyroState(state)
+        key = jax.random.PRNGKey(0) if rng_key is None else rng_key
+        return NumPyroState(self._built(logdensity_fn, key, position)[1])
 
     def step(
         self, rng_key: jax.Array, state: NumPyroState, logdensity_fn: Callable, params: Any
