@@ -42,9 +42,7 @@ class Calling(NamedTuple):
     name: str | None = None  # the parameter's name (kind "array")
 
     def __call__(self, fn: Callable, point: Any) -> Any:
-        if self.kind == "keywords":
-            return fn(**point)
-        return fn(point)
+        return fn(**point) if self.kind == "keywords" else fn(point)
 
     def describe(self, label: str, point: Any) -> str:
         """How sluice called ``label``, with the structure of ``point``: for error notes."""

@@ -98,9 +98,7 @@ class Model:
 
     def example_point(self) -> PyTree:
         """One point with the structure, shapes and dtypes of the parameters."""
-        if callable(self.init):
-            return _check_init(self.init(jax.random.PRNGKey(0)))
-        return _check_init(self.init)
+        return _check_init(self.init(jax.random.PRNGKey(0)) if callable(self.init) else self.init)
 
     def example_structure(self) -> PyTree:
         """A point with the structure, shapes and dtypes of :meth:`example_point`,
@@ -138,9 +136,7 @@ class Model:
 def as_model(model: Model | Callable[[PyTree], jax.Array], init: PyTree | None = None) -> Model:
     """Accept a :class:`Model` or a plain log-density function (with ``init``)."""
     if isinstance(model, Model):
-        if init is not None:
-            return dataclasses.replace(model, init=init)
-        return model
+        return model if init is None else dataclasses.replace(model, init=init)
     if callable(model):
         if init is None:
             raise TypeError(

@@ -162,59 +162,55 @@ def _plot(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # ArviZ 0.23 trips matplotlib deprecation notices
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", PendingDeprecationWarning)
-        return _plot_quietly(args)
+        import matplotlib
 
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-def _plot_quietly(args: argparse.Namespace) -> int:
-    import matplotlib
+        import sluice
+        from sluice.io.store import ZarrSink
+        from sluice.io.stored_summary import read_summary
+        from sluice.runtime.plots import plot_convergence
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stored = read_summary(args.store)
+        if stored is None:
+            print(f"{args.store} holds no streamed summary (unfinished, or default_stats=False)",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        result, draws = stored
+        sink = ZarrSink.open_existing(args.store, writable=False)
+        config = sink.description()["config"]
+        plot_convergence(
+            result, chains=config["chains"], draws=sink.kept().get("posterior"),
+            path=out, title=f"{args.store}: {config['chains']} chains x {draws} draws",
+        )  # fmt: skip
+        plt.close("all")
+        print(f"convergence plot: {out}")
+        if not args.trace:
+            return 0
+        from sluice.io.arviz import import_arviz
 
-    import sluice
-    from sluice.io.store import ZarrSink
-    from sluice.io.stored_summary import read_summary
-    from sluice.runtime.plots import plot_convergence
-
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stored = read_summary(args.store)
-    if stored is None:
-        print(f"{args.store} holds no streamed summary (unfinished, or default_stats=False)",
-              file=sys.stderr)  # fmt: skip
-        return 1
-    result, draws = stored
-    sink = ZarrSink.open_existing(args.store, writable=False)
-    config = sink.description()["config"]
-    plot_convergence(
-        result, chains=config["chains"], draws=sink.kept().get("posterior"),
-        path=out, title=f"{args.store}: {config['chains']} chains x {draws} draws",
-    )  # fmt: skip
-    plt.close("all")
-    print(f"convergence plot: {out}")
-    if not args.trace:
+        az = import_arviz()
+        idata = sluice.open(args.store)
+        if args.max_draws and idata.posterior.sizes["draw"] > args.max_draws:
+            step = -(-idata.posterior.sizes["draw"] // args.max_draws)
+            idata = idata.isel(draw=slice(None, None, step), groups="posterior")
+        var_names = args.var or None
+        trace = out.with_name(f"{out.stem}-trace{out.suffix or '.png'}")
+        az.plot_trace(idata, var_names=var_names, compact=True)
+        plt.gcf().suptitle(f"{args.store}: trace")
+        plt.tight_layout()
+        plt.savefig(trace, dpi=100)
+        plt.close("all")
+        rank = out.with_name(f"{out.stem}-rank{out.suffix or '.png'}")
+        az.plot_rank(idata, var_names=var_names)
+        plt.tight_layout()
+        plt.savefig(rank, dpi=100)
+        plt.close("all")
+        print(f"trace plot: {trace}\nrank plot: {rank}")
         return 0
-    from sluice.io.arviz import import_arviz
-
-    az = import_arviz()
-    idata = sluice.open(args.store)
-    if args.max_draws and idata.posterior.sizes["draw"] > args.max_draws:
-        step = -(-idata.posterior.sizes["draw"] // args.max_draws)
-        idata = idata.isel(draw=slice(None, None, step), groups="posterior")
-    var_names = args.var or None
-    trace = out.with_name(f"{out.stem}-trace{out.suffix or '.png'}")
-    az.plot_trace(idata, var_names=var_names, compact=True)
-    plt.gcf().suptitle(f"{args.store}: trace")
-    plt.tight_layout()
-    plt.savefig(trace, dpi=100)
-    plt.close("all")
-    rank = out.with_name(f"{out.stem}-rank{out.suffix or '.png'}")
-    az.plot_rank(idata, var_names=var_names)
-    plt.tight_layout()
-    plt.savefig(rank, dpi=100)
-    plt.close("all")
-    print(f"trace plot: {trace}\nrank plot: {rank}")
-    return 0
 
 
 def _launch(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -28,26 +29,19 @@ def main(
     import matplotlib
 
     matplotlib.use("Agg")
-    import jax.numpy as jnp
     import matplotlib.pyplot as plt
 
     import sluice
     from sluice.apps.cli import print_table
-    from sluice.apps.datasets import logistic_regression_data, notebook_log_joint
+    from sluice.apps.datasets import (
+        logistic_regression_data,
+        logistic_regression_model,
+        notebook_log_joint,
+    )
 
     data = logistic_regression_data()
-    sign = 2 * jnp.asarray(data.y) - 1
-
-    def log_likelihood(beta):  # pointwise, for ArviZ's log_likelihood group
-        return {"y": -jnp.logaddexp(0.0, -sign * (jnp.asarray(data.x) @ beta))}
-
-    model = sluice.Model(
-        notebook_log_joint(data),  # the notebook's log_joint(beta), unchanged
-        init={"beta": jnp.zeros(data.x.shape[1])},
-        log_likelihood=log_likelihood,
-        observed_data={"y": data.y},
-        dims={"beta": ["feature"], "y": ["point"]},
-        name="logistic_regression",
+    model = dataclasses.replace(  # with the notebook's log_joint(beta), unchanged
+        logistic_regression_model(data), log_density=notebook_log_joint(data)
     )
     print(
         f"sluice demo: logistic regression, {data.x.shape[0]} points x {data.x.shape[1]} features "

@@ -286,12 +286,10 @@ class BlackJAXKernel:
             return mclmc_tuning.warmup(self.tuned, fixed)
         if self.warmup_name == "chees":
             return chees.warmup(self.initial_step_size)
-        tuned = self.tuned
 
         def to_params(step_size, inverse_mass_matrix):
-            out = dict(fixed)
-            out["step_size"] = step_size
-            if "inverse_mass_matrix" in tuned:
+            out = {**fixed, "step_size": step_size}
+            if "inverse_mass_matrix" in self.tuned:
                 out["inverse_mass_matrix"] = inverse_mass_matrix
             return out
 

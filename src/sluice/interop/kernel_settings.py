@@ -29,9 +29,7 @@ def describe(value: Any) -> Any:
         return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', repr(value))}"
     if isinstance(value, np.generic | np.ndarray | jax.Array):
         return np.asarray(value).tolist()
-    if isinstance(value, int | float | bool | str) or value is None:
-        return value
-    return repr(value)
+    return value if isinstance(value, int | float | bool | str) or value is None else repr(value)
 
 
 def setting_key(value: Any) -> Any:

@@ -29,13 +29,8 @@ class NumPyroState(NamedTuple):
 
     inner: Any  # HMCState, SAState, BarkerMHState
 
-    @property
-    def position(self) -> jax.Array:
-        return self.inner.z
-
-    @property
-    def logdensity(self) -> jax.Array:
-        return -self.inner.potential_energy
+    position = property(lambda self: self.inner.z)
+    logdensity = property(lambda self: -self.inner.potential_energy)
 
     @property
     def logdensity_grad(self) -> jax.Array:
@@ -110,9 +105,7 @@ class NumPyroKernel:
     def __hash__(self) -> int:
         return hash(self._identity())
 
-    @property
-    def name(self) -> str:
-        return f"numpyro.{self.kernel_class.__name__}"
+    name = property(lambda self: f"numpyro.{self.kernel_class.__name__}")
 
     def for_warmup(self, num_warmup: int) -> NumPyroKernel:
         """This kernel for a run of ``num_warmup`` warmup iterations."""
@@ -146,10 +139,8 @@ class NumPyroKernel:
     def init(
         self, position: jax.Array, logdensity_fn: Callable, rng_key: jax.Array | None = None
     ) -> NumPyroState:
-        if rng_key is None:
-            rng_key = jax.random.PRNGKey(0)
-        _, state = self._built(logdensity_fn, rng_key, position)
-        return NumPyroState(state)
+        key = jax.random.PRNGKey(0) if rng_key is None else rng_key
+        return NumPyroState(self._built(logdensity_fn, key, position)[1])
 
     def step(
         self, rng_key: jax.Array, state: NumPyroState, logdensity_fn: Callable, params: Any

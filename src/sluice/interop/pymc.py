@@ -332,10 +332,8 @@ def sample(
 
 def _seed(random_seed: Any) -> int:
     """An int seed from ``pm.sample``'s ``random_seed`` (int, Generator or None)."""
-    if random_seed is None:
-        return int(np.random.default_rng().integers(2**31))
-    if isinstance(random_seed, np.random.Generator):
-        return int(random_seed.integers(2**31))
+    if random_seed is None or isinstance(random_seed, np.random.Generator):
+        return int(np.random.default_rng(random_seed).integers(2**31))  # (a Generator as it is)
     if isinstance(random_seed, int | np.integer) and not isinstance(random_seed, bool):
         return int(random_seed)
     raise TypeError(

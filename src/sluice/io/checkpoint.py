@@ -52,16 +52,8 @@ class Checkpoint:
     def write_to(self, file: Any) -> None:
         """Write the checkpoint to an open binary file (the module's layout), without
         copying the leaves."""
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            "sluice_version": self.sluice_version,
-            "config": self.config,
-            "next_iteration": self.next_iteration,
-            "stats_ready": self.stats_ready,
-            "totals": self.totals,
-            "sequence": self.sequence,
-        }
+        meta = {"format": FORMAT, "version": VERSION, "sluice_version": self.sluice_version}
+        meta.update((k, getattr(self, k)) for k in _FIELDS if k != "carry")  # as from_file reads
         write_record(file, meta, self.carry)
 
     @classmethod

@@ -215,8 +215,6 @@ class CheckedStore(WrapperStore):
 
 
 def _has_draws(path: str, meta: dict[str, Any], draw_groups: Iterable[str]) -> bool:
-    """Whether the array at ``path`` holds draws: laid out ``(chain, draw, ...)`` in one of
-    ``draw_groups``."""
     names = tuple(meta.get("dimension_names") or ())
     return path.split("/")[0] in draw_groups and names[:2] == ("chain", "draw")
 

@@ -346,8 +346,7 @@ class ZarrSink:
         says so in the commit record, then cuts the arrays (readers cut to the committed
         draws in between); the others, after it, reopen the cut arrays."""
         if process != 0:
-            fresh = ZarrSink.open_existing(self.path, writable=False)
-            self._arrays = fresh._arrays
+            self._arrays = ZarrSink.open_existing(self.path, writable=False)._arrays
             return
         record = self._commit_record()
         if record is None or record["next_iteration"] - self._recorded_layout()["warmup"] != draws:

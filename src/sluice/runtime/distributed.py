@@ -79,8 +79,7 @@ def initialize(
     if is_initialized():
         return
     env = os.environ
-    launched = coordinator_address is None and ENV_COORDINATOR in env
-    if launched:
+    if coordinator_address is None and ENV_COORDINATOR in env:  # launched by sluice launch
         coordinator_address = env[ENV_COORDINATOR]
         num_processes = int(env[ENV_NUM_PROCESSES])
         process_id = int(env[ENV_PROCESS_ID])

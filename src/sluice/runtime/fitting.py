@@ -78,14 +78,13 @@ class FitInfo:
     optimizer: optax.GradientTransformation
     seconds: float = 0.0
 
-    @property
-    def num_chunks(self) -> int:
-        return -(-self.steps // self.chunk_size)
+    num_chunks = property(lambda self: -(-self.steps // self.chunk_size))
 
 
 # -- the result ------------------------------------------------------------------------------
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Fit:
     """A fitted variational approximation.
 
@@ -100,31 +99,20 @@ class Fit:
         The :class:`Family`, the :class:`sluice.Model` and the :class:`FitInfo`.
     """
 
-    def __init__(
-        self,
-        model: Model,
-        family: Family,
-        params: Any,
-        elbo: np.ndarray,
-        info: FitInfo,
-        program: FitProgram,
-    ) -> None:
-        self.model = model
-        self.family = family
-        self.params = params
-        self.elbo = elbo
-        self.info = info
-        self._program = program
+    model: Model
+    family: Family
+    params: Any
+    elbo: np.ndarray
+    info: FitInfo
+    _program: FitProgram
 
     def mean(self) -> PyTree:
         """The mean of ``q`` in unconstrained space, as a parameter pytree like ``init``."""
         return self.model.flatten().unravel(jnp.asarray(self.family.mean(self.params)))
 
     def _groups(self, num_samples: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
-        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer, got {num_samples!r}")
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed must be an integer, got {seed!r}")
+        check_count("num_samples", num_samples)
+        check_int("seed", seed)
         flat = self.model.flatten()
         key = _root_key(seed)
         out = self._program.run("sample", flat.consts, self.params, key, static=(num_samples,))

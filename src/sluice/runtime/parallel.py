@@ -71,9 +71,7 @@ class Topology:
         return cls(devices, num_chains, num_slots, jax.process_index(), process_count, mesh)
 
     # -- layout ------------------------------------------------------------------
-    @property
-    def multiprocess(self) -> bool:
-        return self.process_count > 1
+    multiprocess = property(lambda self: self.process_count > 1)
 
     @property
     def is_main(self) -> bool:
@@ -100,9 +98,7 @@ class Topology:
 
     @property
     def sharding(self) -> NamedSharding | None:
-        if self.mesh is None:
-            return None
-        return NamedSharding(self.mesh, PartitionSpec("chains"))
+        return None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec("chains"))
 
     # -- moving data ------------------------------------------------------------------
     def put(self, tree: Any) -> Any:

@@ -33,13 +33,8 @@ def worst_elements(result: dict[str, Any], count: int = 5) -> list[tuple[str, di
     labels = element_labels(jax.device_get(result["mean"]))
     r_hat, bulk, tail = (_flat(result, k) for k in ("r_hat", "ess_bulk", "ess_tail"))
     order = np.lexsort((np.nan_to_num(bulk, nan=-1.0), -np.nan_to_num(r_hat, nan=np.inf)))
-    return [
-        (
-            labels[i],
-            {"r_hat": float(r_hat[i]), "ess_bulk": float(bulk[i]), "ess_tail": float(tail[i])},
-        )
-        for i in order[:count]
-    ]
+    columns = {"r_hat": r_hat, "ess_bulk": bulk, "ess_tail": tail}
+    return [(labels[i], {k: float(v[i]) for k, v in columns.items()}) for i in order[:count]]
 
 
 def _label_index(template: dict[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:

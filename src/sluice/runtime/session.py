@@ -37,17 +37,11 @@ __all__ = ["Session", "open_sink"]
 
 def _until_fields(worst: dict[str, float] | None) -> dict[str, float]:
     """The progress line's fields for the worst values of ``until``'s quantities."""
-    if not worst:
-        return {}
-    out = {}
-    if "r_hat" in worst:
-        out["max_r_hat"] = worst["r_hat"]
+    worst = worst or {}
     ess = [worst[k] for k in ("ess_bulk", "ess_tail") if k in worst]
-    if ess:
-        out["min_ess"] = min(ess)
-    if "mcse_mean" in worst:
-        out["max_mcse"] = worst["mcse_mean"]
-    return out
+    fields = {"max_r_hat": worst.get("r_hat"), "max_mcse": worst.get("mcse_mean")}
+    fields["min_ess"] = min(ess) if ess else None
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 # Runs with at most this many elements x chains show live diagnostics (see _watched).
@@ -472,6 +466,4 @@ def _trim(host: dict, n: int) -> dict:
 def _param(params: Any, name: str) -> Any:
     """The tuned parameter ``name`` (sluice's ``KernelParams``, a BlackJAX kernel's
     dict), or ``None`` when the kernel has none."""
-    if isinstance(params, dict):
-        return params.get(name)
-    return getattr(params, name, None)
+    return params.get(name) if isinstance(params, dict) else getattr(params, name, None)

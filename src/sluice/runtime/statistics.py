@@ -60,7 +60,6 @@ def start_program(
 
 
 def _key(program: str, statistic: Statistic) -> tuple:
-    """The cache key of ``statistic``'s ``merge``, ``finalize`` or ``finalize-block``."""
     return (f"statistic.{program}", statistic.cache_key)
 
 

@@ -52,11 +52,7 @@ class Converged:
 
     @property
     def targets(self) -> dict[str, float]:
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if getattr(self, f.name) is not None
-        }
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     def progress(self, summary: dict[str, Any]) -> dict[str, float]:
         """The worst value of each target's quantity over all elements (see :func:`worst`)."""
@@ -66,11 +62,7 @@ class Converged:
         """Whether every target is met by the worst values (from :meth:`progress`)."""
         for name, target in self.targets.items():
             value = worst[name]
-            if math.isnan(value):
-                return False
-            if name in _HIGHER and value < target:
-                return False
-            if name in _LOWER and value > target:
+            if math.isnan(value) or (value < target if name in _HIGHER else value > target):
                 return False
         return True
 

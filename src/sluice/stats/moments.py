@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from sluice._checks import check_count
 from sluice.stats._layout import flatten, num_elements, own_copy, unflatten, working_dtype
 from sluice.stats._numerics import (
     Compensated,
@@ -163,11 +164,6 @@ def mean() -> Statistic:
     return Statistic(*_sums(_elementwise, second=False), finalize, ("mean",))
 
 
-def _check_ddof(ddof: Any) -> None:
-    if not isinstance(ddof, int) or isinstance(ddof, bool) or ddof < 0:
-        raise ValueError(f"ddof must be a non-negative integer, got {ddof!r}")
-
-
 def variance(ddof: int = 1) -> Statistic:
     """Variance of every element (``ddof=1``: the sample variance, as ``np.var(ddof=1)``).
 
@@ -192,7 +188,7 @@ def variance(ddof: int = 1) -> Statistic:
     >>> round(float(s.finalize(state)["x"]), 4)
     1.6667
     """
-    _check_ddof(ddof)
+    check_count("ddof", ddof, allow_zero=True)
 
     def finalize(state: SumsState) -> PyTree:
         m2, n = _comoment(state, _elementwise)
@@ -223,7 +219,7 @@ def covariance(ddof: int = 1) -> Statistic:
     >>> s.finalize(state).tolist()
     [[1.0, -2.0], [-2.0, 4.0]]
     """
-    _check_ddof(ddof)
+    check_count("ddof", ddof, allow_zero=True)
 
     def finalize(state: SumsState) -> jax.Array:
         c, n = _comoment(state, _outer)

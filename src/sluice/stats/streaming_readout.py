@@ -622,9 +622,7 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
         return np.concatenate(parts, axis=0) if parts else np.zeros((0, 1))
 
     def column(name: str) -> np.ndarray:
-        if name not in result:
-            return np.full(len(labels), np.nan)
-        return flat(result[name])[:, 0]
+        return flat(result[name])[:, 0] if name in result else np.full(len(labels), np.nan)
 
     columns: dict[str, np.ndarray] = {"mean": column("mean"), "sd": column("sd")}
     if interval == "hdi":
@@ -639,8 +637,7 @@ def summary_table(result: dict[str, Any], *, interval: str = "hdi", round_to: An
         if "quantiles" not in result or "quantile_levels" not in result:
             raise ValueError("result has no quantiles: build it with streaming.summary")
         levels = np.asarray(result["quantile_levels"])
-        q = flat(result["quantiles"])
-        bounds = q[:, [0, -1]]
+        bounds = flat(result["quantiles"])[:, [0, -1]]
         lo_name, hi_name = f"eti_{_percent(levels[0])}", f"eti_{_percent(levels[-1])}"
     columns[lo_name] = bounds[:, 0]
     columns[hi_name] = bounds[:, 1]

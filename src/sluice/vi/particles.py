@@ -17,6 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from sluice._checks import check_count
 from sluice.model import Model
 from sluice.vi.families import Family
 
@@ -40,8 +41,7 @@ def _target(model: Model | Callable[[jax.Array], jax.Array]) -> tuple[Callable, 
 
 def _check_particles(num_particles: Any, particle_chunk_size: Any, bound: Any) -> None:
     """Static arguments are Python values: check them when the function is traced."""
-    if not _is_count(num_particles):
-        raise ValueError(f"num_particles must be a positive integer, got {num_particles!r}")
+    check_count("num_particles", num_particles)
     if particle_chunk_size is not None and not _is_count(particle_chunk_size):
         raise ValueError(
             f"particle_chunk_size must be a positive integer or None, got {particle_chunk_size!r}"
@@ -93,7 +93,6 @@ def _over_particles(
 def _particles(
     one_fn: Callable[[jax.Array], jax.Array], rng_key: jax.Array, indices: jax.Array
 ) -> jax.Array:
-    """``one_fn(fold_in(rng_key, i))`` for every ``i`` in ``indices``, vmapped."""
     keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(rng_key, indices)
     return jax.vmap(one_fn)(keys)
 
@@ -295,8 +294,7 @@ def sample(
     >>> draws["s"].shape
     (4,)
     """
-    if not _is_count(num_samples):
-        raise ValueError(f"num_samples must be a positive integer, got {num_samples!r}")
+    check_count("num_samples", num_samples)
     _, draws_fn, consts = _target(model)
     return _draws(draws_fn, consts, family, params, rng_key, num_samples)
 
