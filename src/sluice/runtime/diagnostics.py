@@ -70,7 +70,9 @@ class Diagnosis:
     def __iter__(self) -> Any:
         return iter(self.problems)
 
-    kinds = property(lambda self: tuple(p.kind for p in self.problems))
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(p.kind for p in self.problems)
 
     def __str__(self) -> str:
         if not self.problems:

@@ -78,7 +78,9 @@ class FitInfo:
     optimizer: optax.GradientTransformation
     seconds: float = 0.0
 
-    num_chunks = property(lambda self: -(-self.steps // self.chunk_size))
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.steps // self.chunk_size)
 
 
 # -- the result ------------------------------------------------------------------------------

@@ -48,7 +48,9 @@ class LaunchResult:
     timed_out: bool
     pids: list[int]
 
-    ok = property(lambda self: not self.timed_out and all(rc == 0 for rc in self.returncodes))
+    @property
+    def ok(self) -> bool:
+        return not self.timed_out and all(rc == 0 for rc in self.returncodes)
 
     def describe_failure(self) -> str:
         """Which process failed first and how, in words."""

@@ -71,7 +71,9 @@ class Topology:
         return cls(devices, num_chains, num_slots, jax.process_index(), process_count, mesh)
 
     # -- layout ------------------------------------------------------------------
-    multiprocess = property(lambda self: self.process_count > 1)
+    @property
+    def multiprocess(self) -> bool:
+        return self.process_count > 1
 
     @property
     def is_main(self) -> bool:

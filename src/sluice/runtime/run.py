@@ -53,20 +53,34 @@ class RunInfo:
         if self._chain_totals is None:
             self._chain_totals = np.zeros((self.config.chains, self._CHAIN_COLUMNS))
 
-    # the settings, read from the config
-    chains = property(lambda self: self.config.chains)
-    warmup = property(lambda self: self.config.warmup)
-    chunk_size = property(lambda self: self.config.chunk_size)
-    seed = property(lambda self: self.config.seed)
-    kernel = property(lambda self: self.config.kernel)
-    chain_method = property(lambda self: self.config.chain_method)
+    @property
+    def chains(self) -> int:
+        return self.config.chains
+
+    @property
+    def warmup(self) -> int:
+        return self.config.warmup
 
     @property
     def draws(self) -> int:
         """Draws per chain: the setting, or fewer where ``until`` stopped the run."""
         return self.config.draws if self.converged_at is None else self.converged_at
 
-    num_chunks = property(lambda self: -(-self.draws // self.chunk_size))
+    @property
+    def chunk_size(self) -> int:
+        return self.config.chunk_size
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    @property
+    def kernel(self) -> Any:
+        return self.config.kernel
+
+    @property
+    def chain_method(self) -> str:
+        return self.config.chain_method
 
     def add_counters(self, counters: Any, chains: slice, n: int) -> None:
         """Add one sampling chunk's per-chain counters of ``n`` iterations (this process's
@@ -143,6 +157,10 @@ class RunInfo:
             setattr(self, name, value)
         self.mean_acceptance = self._sum_acceptance / (self.chains * self.draws)
 
+    @property
+    def num_chunks(self) -> int:
+        return -(-self.draws // self.chunk_size)
+
 
 class Run:
     """Draws and statistics of a finished (or resumed) run.
@@ -194,9 +212,17 @@ class Run:
             )
         return data.get(group, {})
 
-    draws = property(lambda self: self._group("posterior"))
-    sample_stats = property(lambda self: self._group("sample_stats"))
-    log_likelihood = property(lambda self: self._group("log_likelihood"))
+    @property
+    def draws(self) -> dict[str, np.ndarray]:
+        return self._group("posterior")
+
+    @property
+    def sample_stats(self) -> dict[str, np.ndarray]:
+        return self._group("sample_stats")
+
+    @property
+    def log_likelihood(self) -> dict[str, np.ndarray]:
+        return self._group("log_likelihood")
 
     # -- statistics -------------------------------------------------------------
     def _chain_state(self, name: str, chain: int) -> Any:

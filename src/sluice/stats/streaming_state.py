@@ -85,7 +85,9 @@ class StreamSettings(NamedTuple):
         """The histogram's counter dtype: ``uint16`` while a chain's draws fit in it."""
         return jnp.uint16 if self.num_draws <= COUNT_MAX else jnp.int32
 
-    parts = property(lambda self: 3 if self.chunk_size % 2 else 2)
+    @property
+    def parts(self) -> int:
+        return 3 if self.chunk_size % 2 else 2
 
     @property
     def final_split(self) -> bool:
