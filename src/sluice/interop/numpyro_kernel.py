@@ -29,8 +29,13 @@ class NumPyroState(NamedTuple):
 
     inner: Any  # HMCState, SAState, BarkerMHState
 
-    position = property(lambda self: self.inner.z)
-    logdensity = property(lambda self: -self.inner.potential_energy)
+    @property
+    def position(self) -> Any:
+        return self.inner.z
+
+    @property
+    def logdensity(self) -> jax.Array:
+        return -self.inner.potential_energy
 
     @property
     def logdensity_grad(self) -> jax.Array:
@@ -105,7 +110,9 @@ class NumPyroKernel:
     def __hash__(self) -> int:
         return hash(self._identity())
 
-    name = property(lambda self: f"numpyro.{self.kernel_class.__name__}")
+    @property
+    def name(self) -> str:
+        return f"numpyro.{self.kernel_class.__name__}"
 
     def for_warmup(self, num_warmup: int) -> NumPyroKernel:
         """This kernel for a run of ``num_warmup`` warmup iterations."""
