@@ -24,8 +24,9 @@ arguments and results the defaults are kept. A run's chunk program may take
 the older loop emitters alone (:func:`loop_options`).
 
 Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
-``SLUICE_SMALL_RUN_BYTES`` the bound of :func:`loop_options` and of a run that
-``chain_method="auto"`` runs sequentially (``0``: never);
+``SLUICE_CLASSIC_EMITTER_RUN_BYTES`` the bound of :func:`loop_options` and
+``SLUICE_SMALL_RUN_BYTES`` that of a run that ``chain_method="auto"`` runs
+sequentially (``0``: never);
 ``SLUICE_BACKGROUND_COMPILE=0`` turns background compiles off (everything
 then compiles on first use, in the foreground), for runs whose summary is
 never read, such as a test suite's.
@@ -71,9 +72,11 @@ FAST_COMPILE_BYTES = int(os.environ.get("SLUICE_FAST_COMPILE_BYTES", 32 * 2**20)
 FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 # A run expected to move at most this many bytes through its gradients is compile-bound
-# on CPU: its chunk program compiles with XLA:CPU's classic emitters (see loop_options)
-# and chain_method="auto" runs its chains sequentially (sluice.runtime.plan).
+# on CPU: chain_method="auto" runs its chains sequentially (sluice.runtime.plan).
 SMALL_RUN_BYTES = int(os.environ.get("SLUICE_SMALL_RUN_BYTES", 8 * 2**30))
+# Up to this many, its chunk program compiles with XLA:CPU's classic emitters
+# (loop_options): 0.7-1.4 s sooner, the whole run 10-21% shorter (docs/architecture.md).
+CLASSIC_EMITTER_RUN_BYTES = int(os.environ.get("SLUICE_CLASSIC_EMITTER_RUN_BYTES", 64 * 2**30))
 CLASSIC_EMITTER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
 _MAX_ENTRIES = 64
@@ -117,19 +120,20 @@ def compile_options(args: Any, outputs: Any = ()) -> dict[str, Any] | None:
     return dict(FAST_COMPILE_OPTIONS) if size <= FAST_COMPILE_BYTES else None
 
 
-def loop_options(traffic: float) -> dict[str, Any] | None:
+def loop_options(traffic: float, bound: float | None = None) -> dict[str, Any] | None:
     """XLA options for a program that loops over a run: XLA:CPU's classic emitters
     (:data:`CLASSIC_EMITTER_OPTIONS`) when the default backend is the CPU and the
-    run's expected memory traffic, ``traffic`` bytes, is at most
-    :data:`SMALL_RUN_BYTES`; otherwise ``None`` (XLA's defaults).
+    run's expected memory traffic, ``traffic`` bytes, is at most ``bound`` (default
+    :data:`CLASSIC_EMITTER_RUN_BYTES`); otherwise ``None`` (XLA's defaults).
 
-    The classic emitters compile a small model's chunk program sooner and run it as
-    fast (docs/architecture.md); where a run moves tens of GB their code can be
-    slower, and a second of compile is the smaller cost. The options
-    change the program's floating-point results, so they must depend only on what
-    fixes the draws (the model and the run's length), never on the devices.
+    The classic emitters compile a chunk program 0.7-1.4 s sooner; on some of the
+    largest runs measured their code was up to 11% slower, which a run past the
+    bound can pay for longer than the compile saves (docs/architecture.md). The options may
+    change the program's floating-point results, so they depend only on what fixes
+    the draws (the model and the run's length), never on the devices.
     """
-    if jax.default_backend() != "cpu" or traffic > SMALL_RUN_BYTES:
+    bound = CLASSIC_EMITTER_RUN_BYTES if bound is None else bound
+    if jax.default_backend() != "cpu" or traffic > bound:
         return None
     return dict(CLASSIC_EMITTER_OPTIONS)
 

@@ -239,11 +239,11 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
     one step's cost each (:func:`sluice.mcmc.chain_method.step_bytes`; a proxy, since
     the gradients per step are not known before the run); ``None`` elsewhere.
 
-    At most :data:`sluice._jax.compile.SMALL_RUN_BYTES` the run is compile-bound: its
-    chunk program compiles with the classic emitters and ``chain_method="auto"`` runs
-    the chains sequentially, which compile sooner (docs/architecture.md). Independent
-    of the devices, so every layout of a run decides alike (the emitters change
-    floating-point results)."""
+    At most :data:`sluice._jax.compile.SMALL_RUN_BYTES` the run is compile-bound and
+    ``chain_method="auto"`` runs the chains sequentially, which compile sooner; at most
+    :data:`sluice._jax.compile.CLASSIC_EMITTER_RUN_BYTES` its chunk program compiles
+    with the classic emitters (docs/architecture.md). Independent of the devices, so
+    every layout of a run decides alike (the emitters change floating-point results)."""
     if topology.devices[0].platform != "cpu":
         return None
     return config.chains * (config.warmup + config.draws) * step_bytes(flat, config.kernel)
@@ -267,9 +267,10 @@ def _compile_options(
     The chunk program takes :func:`sluice._jax.compile.loop_options` for the run's
     traffic. The statistics' program (statistics updated apart, ``separate``) takes
     the fast options when the run's statistics see at most
-    :data:`FAST_STATISTICS_ELEMENT_DRAWS` element-draws, else the same options as the
-    chunk program for a draw of at most :data:`CLASSIC_STATISTICS_ELEMENTS` elements
-    (the layout's posterior), else XLA's defaults. Statistics updated inside the
+    :data:`FAST_STATISTICS_ELEMENT_DRAWS` element-draws, else the classic emitters
+    for a draw of at most :data:`CLASSIC_STATISTICS_ELEMENTS` elements (the layout's
+    posterior) in a run of at most :data:`sluice._jax.compile.SMALL_RUN_BYTES`, else
+    XLA's defaults. Statistics updated inside the
     sampler's loop over more elements give the chunk program XLA's defaults. Every
     choice depends on the run's settings only, never on its devices."""
     if traffic is None:
@@ -283,7 +284,7 @@ def _compile_options(
         return options if small else None, None
     if config.chains * config.draws * elements <= FAST_STATISTICS_ELEMENT_DRAWS:
         return options, dict(programs.FAST_COMPILE_OPTIONS)
-    return options, options if small else None
+    return options, programs.loop_options(traffic, programs.SMALL_RUN_BYTES) if small else None
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
