@@ -280,6 +280,11 @@ AREAS: tuple[Area, ...] = (
                 "eight_schools,logistic_well,radon_nc,radon_slopes,linear,poisson,hier_logistic "
                 "--samplers sluice,numpyro,nutpie --reps 3", parse_rows,
                 f"{PYMC_QUICK} sluice"),
+            # the family's models of 8-64 GiB of expected gradient traffic, which the classic
+            # emitters' bound reaches (docs/architecture.md)
+            Job("pymc-models-emitters", f"{PYMC} linear,poisson,hier_logistic,"
+                "stochastic_volatility --samplers sluice,numpyro,nutpie --reps 3", parse_rows,
+                f"{PYMC_QUICK} sluice"),
             # the GP alone, without PyMC's NumPyro path (two minutes a run)
             Job("pymc-models-gp", f"{PYMC} gp --samplers sluice,sluice-one-device,nutpie "
                 "--reps 2", parse_rows, f"{PYMC_QUICK} sluice"),

@@ -6,7 +6,7 @@ Each measurement is a fresh process that samples a PyMC model of
 (4 chains on JAX's CPU devices, 1,000 warmup + 1,000 draws), every program
 compiled in the foreground (``SLUICE_BACKGROUND_COMPILE=0``). ``auto`` is the
 default ``chain_method``; ``sequential/default-emitters`` is ``sequential`` with
-XLA's default emitters (``SLUICE_SMALL_RUN_BYTES=0``); *chose* says what it chose and with which XLA:CPU
+XLA's default emitters (``SLUICE_CLASSIC_EMITTER_RUN_BYTES=0``); *chose* says what it chose and with which XLA:CPU
 emitters the chunk program compiled (``classic`` for a run small enough to be
 compile-bound, see ``sluice.runtime.plan._run_traffic``). *trace* is JAX's
 longest trace of the run, *compile* XLA's longest compile: both the chunk
@@ -32,7 +32,7 @@ import areas
 from harness import emit_result, median, run_each
 
 # "sequential/default-emitters": sequential chains with XLA's default emitters, which a
-# run this short would not take (SLUICE_SMALL_RUN_BYTES=0): the classic emitters' gain
+# run this short would not take (SLUICE_CLASSIC_EMITTER_RUN_BYTES=0): the classic emitters' gain
 METHODS = ("vectorized", "sequential", "sequential/default-emitters", "auto")
 
 
@@ -40,7 +40,7 @@ def one(model_name: str, variant: str) -> dict[str, Any]:
     os.environ["SLUICE_BACKGROUND_COMPILE"] = "0"
     method, _, emitters = variant.partition("/")
     if emitters == "default-emitters":  # read when sluice is imported
-        os.environ["SLUICE_SMALL_RUN_BYTES"] = "0"
+        os.environ["SLUICE_CLASSIC_EMITTER_RUN_BYTES"] = "0"
     import jax
     import jax.monitoring
 

@@ -200,7 +200,7 @@ def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_by_its_traff
     assert chunk and all(o == programs.CLASSIC_EMITTER_OPTIONS for o in chunk), decided
 
     seen = _record_options(monkeypatch)
-    monkeypatch.setattr(programs, "SMALL_RUN_BYTES", 0)
+    monkeypatch.setattr(programs, "CLASSIC_EMITTER_RUN_BYTES", 0)
     decided.clear()
     second = sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
     chunk = [options for name, fast, options in decided if name != "init"]
@@ -210,9 +210,11 @@ def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_by_its_traff
 
 
 def test_loop_options_follow_the_traffic_on_cpu_only(monkeypatch):
-    bound = programs.SMALL_RUN_BYTES
+    bound = programs.CLASSIC_EMITTER_RUN_BYTES
+    assert bound > programs.SMALL_RUN_BYTES  # past sequential chains' bound
     assert programs.loop_options(bound) == programs.CLASSIC_EMITTER_OPTIONS
     assert programs.loop_options(bound + 1) is None
+    assert programs.loop_options(bound, programs.SMALL_RUN_BYTES) is None
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert programs.loop_options(0) is None
 

@@ -249,7 +249,8 @@ def _compile_options(
     separate: bool,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
     """XLA's options for the chunk program and for the statistics' own program
-    (``separate``), from the run's settings only, never its devices."""
+    (``separate``), from the run's settings only, never its devices: the statistics'
+    program takes the classic emitters only in a run of at most ``SMALL_RUN_BYTES``."""
     if traffic is None:
         return None, None
     options = programs.loop_options(traffic)
@@ -261,7 +262,7 @@ def _compile_options(
         return options if small else None, None
     if config.chains * config.draws * elements <= FAST_STATISTICS_ELEMENT_DRAWS:
         return options, dict(programs.FAST_COMPILE_OPTIONS)
-    return options, options if small else None
+    return options, programs.loop_options(traffic, programs.SMALL_RUN_BYTES) if small else None
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
