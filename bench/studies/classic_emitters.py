@@ -5,8 +5,8 @@ defaults (4 chains x (1,000 warmup + 1,000 draws)) with
 ``SLUICE_CLASSIC_EMITTER_RUN_BYTES=0`` (XLA's default emitters for every run) and
 ``=2**62`` (the classic emitters for every run). The models are runs past
 ``SMALL_RUN_BYTES`` (8 GiB of expected gradient traffic): PyMC models of
-``bench/pymc_models.py`` through ``sluice.from_pymc``, a 10,000 x 100 logistic
-regression (vectorized chains) and a 10,000-dim Gaussian. Per model, medians of
+``bench/pymc_models.py`` through ``sluice.from_pymc``, and ``bench/targets.py``'s
+10,000 x 100 logistic regression and 10,000-dim Gaussian. Per model, medians of
 the seeds: the chunk program's compile, warmup, sampling, the ``sample`` call's
 wall, and the worst bulk ESS (equal when the emitters give the same draws).
 
@@ -25,31 +25,18 @@ import time
 
 VARIANTS = {"default": "0", "classic": str(2**62)}
 MODELS = ("linear", "logistic_well", "logistic", "poisson", "hier_logistic",
-          "stochastic_volatility", "logreg_10000x100", "gaussian_10000")  # fmt: skip
+          "stochastic_volatility", "logreg_large", "gaussian")  # fmt: skip
 
 
 def _model(name: str):
-    import jax.numpy as jnp
-    import numpy as np
-
     import sluice
 
-    if name == "gaussian_10000":
-        scales = jnp.exp(jnp.linspace(-1.0, 1.0, 10_000))
-        logdensity = lambda p: -0.5 * jnp.sum((p["x"] / scales) ** 2)  # noqa: E731
-        return sluice.Model(logdensity, init={"x": jnp.zeros(10_000)}), ["x"]
-    if name == "logreg_10000x100":
-        rng = np.random.default_rng(0)
-        x = rng.normal(size=(10_000, 100))
-        y = jnp.asarray(rng.random(10_000) < 1 / (1 + np.exp(-x @ (0.3 * rng.normal(size=100)))))
-        x = jnp.asarray(x, jnp.float32)
-
-        def logdensity(p):
-            z = x @ p["b"]
-            return jnp.sum(y * z - jnp.logaddexp(0.0, z)) - 0.5 * jnp.sum(p["b"] ** 2)
-
-        return sluice.Model(logdensity, init={"b": jnp.zeros(100)}), ["b"]
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+    if name in ("logreg_large", "gaussian"):  # bench/targets.py's
+        from targets import make_target
+
+        target = make_target(name)
+        return sluice.Model(target.logdensity_fn, init=target.init), list(target.init)
     from pymc_models import build
 
     model, free = build(name)
