@@ -1,45 +1,15 @@
 """Window adaptation of step size and mass matrix (Stan's scheme, shorter early windows).
 
-Stan's schedule (Stan reference manual, "HMC algorithm parameters"): an initial
-fast buffer (step size only), slow windows that double in length (the metric
-re-estimated and the step size re-initialised at the end of each), a terminal
-fast buffer; sizes 10 / 10 / 15% of the warmup (at least 50) rather than Stan's
-75 / 25 / 50 (docs/architecture.md, "Kernels", says why), windows 10, 20, 40,
-..., the last stretched to the terminal buffer. When the buffers do not fit,
-15 % / 75 % / 10 %; under 20 warmup iterations only the step size is adapted.
+Stan's schedule with buffers of 10 / 10 / 15% of the warmup, dual averaging of
+the step size, and at each window's end a new metric: the Fisher diagonal, the
+draws' variance or covariance, or nutpie's low rank plus diagonal. Everything
+is written for one chain and one warmup step, and a warmup of any length
+compiles once. docs/architecture.md ("Kernels") gives the schedule, the
+estimators and why they differ from Stan's.
 
-Step size: dual averaging towards ``target_accept`` (Hoffman & Gelman 2014,
-§3.2; ``t0 = 10``, ``gamma = 0.05``, ``kappa = 0.75``), restarted at
-``mu = log(10 eps)`` after each window with ``eps`` from Stan's
-``init_stepsize`` heuristic.
-
-Metric, at the end of a window of ``n`` draws:
-
-* diagonal, given the draws' gradients (``update`` receives kernel states):
-  ``M^{-1}_ii = sqrt(var(x_i) / var(g_i))`` in every window but the last, the
-  diagonal minimising the sample Fisher divergence between the whitened
-  posterior and a standard normal (Seyboldt, Carlson & Carpenter 2026), exact
-  for a Gaussian whatever the draws; the last window, whose metric the draws
-  are made with, takes the draws' variance (Stan's), as the Fisher diagonal is
-  smaller (``var(x_i) var(g_i) >= 1``), far smaller on heavy tails or funnels;
-* diagonal, given positions only: the draws' variance; dense: their covariance;
-  each regularised as Stan does, ``(n / (n + 5)) C + 1e-3 (5 / (n + 5)) I``;
-* low rank plus diagonal (nutpie's): the Fisher diagonal, and the directions
-  where the posterior scaled by it is far from round, fitted to the window's
-  last ``WINDOW_DRAWS`` draws and gradients, kept in a ring of fixed size
-  (:func:`sluice.mcmc.metric.fit_low_rank`); a position of more than
-  ``low_rank_max_dim`` elements takes the diagonal alone.
-
-Everything is written for one chain and one warmup step (the engine scans over
-steps in chunks and batches over chains); the schedule is a fixed-size array of
-window ends, so a warmup of any length compiles once.
-
-References
-----------
-Hoffman & Gelman (2014), "The No-U-Turn Sampler", JMLR 15, §3.2 (dual averaging).
-Stan Development Team, Stan Reference Manual, "HMC algorithm parameters".
-Seyboldt, Carlson & Carpenter (2026), "Preconditioning Hamiltonian Monte Carlo
-by minimizing Fisher divergence", arXiv:2603.18845.
+References: Hoffman & Gelman (2014), JMLR 15, §3.2 (dual averaging); Stan
+Reference Manual, "HMC algorithm parameters"; Seyboldt, Carlson & Carpenter
+(2026), arXiv:2603.18845.
 """
 
 from __future__ import annotations

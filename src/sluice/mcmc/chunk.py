@@ -1,20 +1,10 @@
 """The compiled chunk: advance every chain by ``chunk_size`` iterations.
 
-One jitted function serves warmup and sampling alike. Iteration ``i`` of a
-chain (``0 <= i < num_warmup + num_draws``) is a warmup step while
-``i < num_warmup`` and draw ``t = i - num_warmup`` afterwards. Its key is
-
-* warmup: ``fold_in(fold_in(warmup_root, c), i)``
-* draw:   ``fold_in(fold_in(draws_root, c), t)``
-
-with ``c`` the global chain index, so draws depend neither on the chunk size
-nor on where a chunk starts. A chunk runs iterations ``start .. min(start +
-chunk_size, stop) - 1`` of one phase in a loop with a traced trip count:
-``start``, ``stop``, ``num_warmup`` and the keys are traced arguments, so a short
-last chunk is neither recompiled nor padded. Per draw, the chunk applies the
-model's transform (and log-likelihood), feeds the statistics, and emits the
-draws as ``(chains, chunk_size, ...)`` arrays where they are kept or taken a
-chunk at once (:attr:`ChunkProgram.separate_statistics`).
+One jitted function serves warmup and sampling alike; iteration ``i`` of chain
+``c`` takes its key from ``(c, i)`` alone, so draws depend neither on the chunk
+size nor on where a chunk starts, and a short last chunk is neither recompiled
+nor padded. docs/architecture.md ("The chunk") describes the keys, the loop and
+what each iteration does.
 """
 
 from __future__ import annotations

@@ -3,43 +3,13 @@
 Each transition is a pure function of ``(rng_key, state, step_size,
 inverse_mass_matrix)`` for ONE chain on a flat ``(dim,)`` position, the state
 the triple ``(position, logdensity, logdensity_grad)``; under ``jax.vmap`` a
-batched implementation takes over (:func:`sluice._jax.batching.batched_by`):
-the doubling and leaf loops run while *any* chain is active, finished chains
-masked, with the same trajectories as sequential chains.
+batched implementation takes over (:func:`sluice._jax.batching.batched_by`).
+docs/architecture.md ("Kernels") describes the tree building, the whitened
+integrator and the random numbers, and why each choice was made.
 
-NUTS is Hoffman & Gelman's (2014) with Betancourt's (2017) multinomial
-sampling and generalized no-U-turn criterion, built iteratively as in NumPyro
-and BlackJAX, the same law. With a momentum ``p ~ N(0, M)``, the leapfrog
-trajectory of ``H(x, p) = -log p(x) + p' M^{-1} p / 2`` is doubled in a random
-direction (doubling ``j`` integrates ``2**j`` new steps) until the whole
-trajectory turns (``rho = sum_i p_i - (p_- + p_+) / 2``, the trapezoidal
-integral of the momentum between its ends, has ``(M^{-1} p_-) . rho <= 0`` or
-``(M^{-1} p_+) . rho <= 0``), a binary sub-trajectory of the new subtree turns
-or ``H - H_0`` exceeds ``divergence_threshold`` (the subtree is then rejected),
-or ``max_tree_depth`` doublings were made. States are weighted by
-``exp(-H)``: progressive sampling within a subtree, biased progressive
-sampling between subtrees (Betancourt 2017, A.3.2). The sub-trajectory checks
-at leaf ``n`` need the first leaves of the sub-trajectories ending at ``n``
-(as many as ``n`` has trailing one bits): even leaves push ``(p_n, q_n)``,
-``q_i = S_i - p_i / 2`` with ``S_i`` the running momentum sum, at row
-``popcount(n)`` of a stack of ``max_tree_depth + 1`` rows (the last a scratch
-row), so ``rho = q_n - q_a`` over leaves ``a..n``; odd leaves check rows
-``popcount(n >> 1)`` down to ``popcount(n >> 1) - trailing_ones(n) + 1``.
-
-The integrator runs in whitened coordinates ``y = L^{-1} x``, ``L L' = M^{-1}``
-(:mod:`sluice.mcmc.metric`), where the mass matrix is the identity: the metric
-enters only the drift and the kick, never the kinetic energies or U-turn
-tests. The momentum is carried half a step ahead of the position. Random
-numbers are Threefry-2x32 from the transition's key, unrolled so that XLA
-fuses them. docs/architecture.md ("Kernels") says why each choice was made.
-
-References
-----------
-Hoffman & Gelman (2014), "The No-U-Turn Sampler", JMLR 15.
-Betancourt (2017), "A Conceptual Introduction to Hamiltonian Monte Carlo",
-arXiv:1701.02434 (multinomial sampling, generalized no-U-turn criterion).
-Salmon, Moraes, Dror & Shaw (2011), "Parallel random numbers: as easy as
-1, 2, 3" (Threefry).
+References: Hoffman & Gelman (2014), "The No-U-Turn Sampler", JMLR 15;
+Betancourt (2017), arXiv:1701.02434 (multinomial sampling, generalized no-U-turn
+criterion).
 """
 
 from __future__ import annotations

@@ -1,37 +1,12 @@
 """Inverse mass matrices (metrics) of the Euclidean HMC family, and the low-rank fit.
 
-Three forms, each a pytree of arrays for one chain:
-
-* diagonal, a ``(dim,)`` array;
-* dense, a ``(dim, dim)`` array;
-* low rank plus diagonal, :class:`LowRank`: ``M^{-1} = D^{1/2} (I + U (diag(lam) - I) U') D^{1/2}``
-  with ``D`` diagonal, ``U`` a ``(dim, rank)`` matrix of orthonormal columns and
-  ``lam`` their eigenvalues in the scaled space (an eigenvalue of one leaves its
-  direction to the diagonal).
-
-The integrators work in whitened coordinates ``y = L^{-1} x`` with
-``L L' = M^{-1}`` (:mod:`sluice.mcmc.hamiltonian`); :func:`factor` gives ``L``
-and :func:`to_x`, :func:`to_y`, :func:`grad_y` apply it. For the low-rank form
-``L = D^{1/2} S`` with the symmetric ``S = I + U (diag(sqrt(lam)) - I) U'``:
-``L L' = D^{1/2} S^2 D^{1/2} = M^{-1}`` and ``S^{-1} = I + U (diag(1/sqrt(lam)) - I) U'``,
-so a step costs ``O(dim * rank)`` instead of the dense ``O(dim^2)``.
-
-The low-rank fit (:func:`fit_low_rank`) follows nutpie's (Seyboldt, Carlson &
-Carpenter 2026): from a window's draws ``x`` and gradients ``g``, scaled by the
-Fisher diagonal ``D`` (``D^{-1/2} x`` and ``D^{1/2} g``), it takes in a subspace
-the SPD geometric mean ``Sigma = C_g^{-1} # C_x`` of the draws' covariance and
-the inverse of the gradients' (it minimises the sample Fisher divergence of an
-affine whitening, exact for a Gaussian) and keeps the ``rank`` eigenvalues
-furthest outside ``[1 / cutoff, cutoff]`` in ``|log lam|``, the others set to
-one. Unlike nutpie's, the subspace is the draws' span alone (with fewer draws
-than dimensions, directions only the gradients span get artefact eigenvalues)
-and ``cutoff = 2``, not 100 (moderately elongated directions are kept, at no
-cost per step with a fixed rank); docs/architecture.md has the measurements.
-
-References
-----------
-Seyboldt, Carlson & Carpenter (2026), "Preconditioning Hamiltonian Monte Carlo
-by minimizing Fisher divergence", arXiv:2603.18845.
+Three forms, each a pytree of arrays for one chain: diagonal, a ``(dim,)``
+array; dense, a ``(dim, dim)`` array; low rank plus diagonal, :class:`LowRank`.
+:func:`factor` gives the ``L`` with ``L L' = M^{-1}`` of the whitened integrator
+(:mod:`sluice.mcmc.hamiltonian`) and :func:`to_x`, :func:`to_y`, :func:`grad_y`
+apply it; :func:`fit_low_rank` fits the low-rank form (nutpie's: Seyboldt,
+Carlson & Carpenter 2026, arXiv:2603.18845). docs/architecture.md ("Kernels")
+gives the algebra, the fit and the measurements behind its choices.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The kernel interface of the chunk engine: what any MCMC kernel provides.
 
-A kernel is a hashable object (its settings; equal settings compile to the
-same program) with pure functions for ONE chain on a flat ``(dim,)``
-position, in the shape of BlackJAX's ``SamplingAlgorithm``:
-
-* ``init(position, logdensity_fn, rng_key) -> state``; the state has
-  ``position``, ``logdensity`` and ``logdensity_grad`` (checked to be finite);
-  ``rng_key`` is the chain's own (MCLMC draws its first momentum with it);
-* ``step(rng_key, state, logdensity_fn, params) -> (state, stats)``, with
-  ``stats`` per-draw sample statistics under ArviZ's names, among them
-  ``n_steps`` (gradient evaluations), ``diverging`` and ``acceptance_rate``;
-* ``warmup() -> Warmup``: how the kernel tunes its ``params`` during warmup;
-* ``stats_shapes(dtype)``: the shapes of ``stats`` for positions of ``dtype``;
-* ``to_config()``: a JSON-able description (``{"name": ..., settings}``).
-
-The chunk (:mod:`sluice.mcmc.chunk`) knows kernels through this interface only.
+The chunk (:mod:`sluice.mcmc.chunk`) knows kernels through :class:`Kernel` only;
+docs/architecture.md ("Kernels") describes how sluice's and other libraries'
+kernels implement it.
 """
 
 from __future__ import annotations
@@ -74,7 +62,20 @@ class Warmup(NamedTuple):
 
 @runtime_checkable
 class Kernel(Protocol):
-    """An MCMC kernel for the chunk engine (see the module docstring)."""
+    """An MCMC kernel: a hashable object (its settings) with pure functions for ONE chain.
+
+    In the shape of BlackJAX's ``SamplingAlgorithm``, on a flat ``(dim,)`` position:
+
+    * ``init(position, logdensity_fn, rng_key) -> state``; the state has
+      ``position``, ``logdensity`` and ``logdensity_grad`` (checked to be finite);
+      ``rng_key`` is the chain's own (MCLMC draws its first momentum with it);
+    * ``step(rng_key, state, logdensity_fn, params) -> (state, stats)``, with
+      ``stats`` per-draw sample statistics under ArviZ's names, among them
+      ``n_steps`` (gradient evaluations), ``diverging`` and ``acceptance_rate``;
+    * ``warmup() -> Warmup``: how the kernel tunes its ``params`` during warmup;
+    * ``stats_shapes(dtype)``: the shapes of ``stats`` for positions of ``dtype``;
+    * ``to_config()``: a JSON-able description (``{"name": ..., settings}``).
+    """
 
     name: str
     # chain_method="auto"'s cost model (sluice.mcmc.chain_method):
