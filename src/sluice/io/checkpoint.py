@@ -1,13 +1,8 @@
 """Checkpoints: a run's chain states, totals and position, in one checked file.
 
-A checkpoint is written per process after every chunk (see
-:mod:`sluice.io.store` for the protocol around it). The file is ``MAGIC``, the
-length of a JSON header (8 bytes, little endian), the header (settings, next
-iteration, totals, the leaves' dtypes and shapes), each leaf's raw C-order
-bytes, then the CRC-32 of everything after ``MAGIC`` and ``END``. A
-checkpoint is a few times larger than a chunk of draws (the statistics'
-state), so it is written straight from the arrays: no archive, no in-memory
-copy.
+A checkpoint is written per process after every chunk, straight from the arrays
+(no archive, no in-memory copy); docs/architecture.md ("Sinks, stores and
+checkpoints") gives its file format and the protocol around it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Every byte a reader trusts is checked: chunk checksums and a manifest of the metadata.
 
-In a store of format 3 every chunk ends with a CRC-32C (Zarr v3's ``crc32c`` codec,
-last in its pipeline, which any Zarr v3 reader checks), chunks of fill values are
-written too (a missing one is damage, never the fill value), and the commit record
-holds a manifest: the CRC-32 of every ``zarr.json`` as the run created it.
-
-Sluice reads a store through :class:`CheckedStore`, a Zarr store that checks each
-document and chunk as Zarr reads it (each once) and raises a :class:`StoreError`
-naming the file. Resuming also reads every committed chunk once
-(:meth:`CheckedStore.check_committed`). This module imports Zarr, so
-:mod:`sluice.io.store` imports it on first use.
+:class:`CheckedStore` is a Zarr store that checks each document and chunk as Zarr
+reads it and raises a :class:`StoreError` naming the file; docs/architecture.md
+("Sinks, stores and checkpoints") describes the checks. This module imports
+Zarr, so :mod:`sluice.io.store` imports it on first use.
 """
 
 from __future__ import annotations

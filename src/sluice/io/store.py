@@ -1,27 +1,11 @@
 """Draws on disk: a Zarr store that grows chunk by chunk, resumes exactly, and runs no code.
 
-Layout of a store (Zarr format 3, readable by xarray as a DataTree)::
-
-    run.zarr/
-      zarr.json                  root attributes: {"sluice": {format, version, versions,
-                                 description, model_source, layout}}
-      posterior/<name>           (chain, draw, ...) one Zarr chunk per chain and sluice chunk
-      sample_stats/<name>        (chain, draw)
-      log_likelihood/<name>      (chain, draw, ...)
-      observed_data/<name>
-      sluice-checkpoint-p<P>-<parity>.ckpt  process P's chains' state after a chunk
-      sluice-commit.json                     which parity is complete, and where
-    run.zarr.lock                the writer's exclusive lock (sluice.io.lock), beside
-                                 the store's real path
-
 Along ``chain`` a Zarr chunk is one chain (one process's block beyond
 :data:`ONE_CHAIN_CHUNKS_UP_TO` chains), along ``draw`` one sluice chunk, so writes
-never share a Zarr chunk. After every chunk each process syncs its draws and writes
-its checkpoint of the current parity atomically; after a barrier process 0
-replaces the commit record, so a crash leaves the committed parity's files and
-every draw they cover on disk. Every byte a reader trusts is checked
-(:mod:`sluice.io.integrity`). ``docs/architecture.md`` ("Sinks, stores and
-checkpoints") describes the protocol in full.
+never share a Zarr chunk; after every chunk the draws are synced and a
+checkpoint committed, and every byte a reader trusts is checked
+(:mod:`sluice.io.integrity`). docs/architecture.md ("Sinks, stores and
+checkpoints") gives the store's layout and its commit protocol.
 """
 
 from __future__ import annotations
