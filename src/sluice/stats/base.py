@@ -1,24 +1,9 @@
 """The streaming-statistic interface: a bundle of four pure functions.
 
 A :class:`Statistic` reduces a stream of draws of ONE chain to a small state
-and finalizes it to values: ``init(example)``, ``update(state, draw)`` (inside
-the compiled chunk), ``merge(a, b)`` (of different chains; associative, with
-``init(example)`` as its identity) and ``finalize(state)``. docs/statistics.md
-("The interface") states the contract, including the optional ``update_block``
-and ``pilot``. Two more optional fields serve large states:
-
-* ``update_chains(states, draws, count) -> states``: ``update_block`` of every
-  chain of a stack (a leading chain axis), updating the stack in place so that
-  no chain's state is copied (default: :func:`chains_update`);
-* ``blocks`` (:class:`Blocks`), for element-wise statistics: the engine merges
-  and finalizes a large model's states a block of elements at a time, so that
-  the full-size temporaries of ``merge`` and ``finalize`` never exist at once.
-
-Settings live in the closure; state is a NamedTuple or dict of arrays with
-fixed shapes. A ``key`` (a hashable description of the settings, such as
-``("variance", 1)``) lets two statistics built alike share their compiled
-programs (:mod:`sluice._jax.compile`); without one, a statistic is its
-functions.
+and finalizes it to values: ``init``, ``update``, ``merge`` and ``finalize``,
+with optional fields for blocks of draws, stacks of chains and large states.
+docs/statistics.md ("The interface") states the contract.
 """
 
 from __future__ import annotations

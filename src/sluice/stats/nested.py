@@ -1,25 +1,12 @@
 """Nested R-hat for many short chains grouped in superchains (Margossian et al. 2024).
 
-With ``K`` superchains of ``M`` chains each (the chains of a superchain start
-from one point), ``N`` draws per chain, chain means ``m_km``, superchain means
-``m_k``, their mean ``m`` and within-chain variances ``s2_km``
-(denominator ``N - 1``)::
+:func:`nested_rhat` reads it from the per-chain sums of ``y`` and ``y^2`` of the
+default summary statistic, before they are merged; chain ``c`` is in superchain
+``c // M``. docs/statistics.md ("Many short chains: nested R-hat") gives the
+formula.
 
-    B  = sum_k (m_k - m)^2 / (K - 1)                       between superchains
-    W  = mean_k [ sum_m (m_km - m_k)^2 / (M - 1)           within superchains
-                  + mean_m s2_km ]                          and within chains
-    nR = sqrt(1 + B / W)
-
-(``M = 1``: no between-chain term; ``N = 1``: no within-chain term.) It stays
-meaningful when each chain holds few draws. :func:`nested_rhat` reads it from the
-per-chain sums of ``y`` and ``y^2`` of the default summary statistic, before they
-are merged; chain ``c`` is in superchain ``c // M``.
-
-References
-----------
-Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari & Gelman (2024), "Nested
-R-hat: assessing the convergence of Markov chain Monte Carlo when running many
-short chains", Bayesian Analysis; arXiv:2110.13017.
+Reference: Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari & Gelman (2024),
+"Nested R-hat", Bayesian Analysis; arXiv:2110.13017.
 """
 
 from __future__ import annotations

@@ -2,22 +2,12 @@
 
 One statistic keeps, per chain and per scalar element of a draw, what
 ``az.summary`` needs in about 1.5 KB (float32), and finalizes exactly at any
-chunk boundary without knowing how many draws the run will end with.
-docs/statistics.md ("The default summary") explains the method; in its terms:
-
-* the pooled last ``pilot`` warmup draws fix the reference quantiles at
-  :data:`LEVELS`: the shift ``c`` (their median) of ``y = x - c``, the bulk
-  proxy ``z`` and its score ``s``, the tail indicators and the histogram's
-  grid (:mod:`sluice.stats.streaming_state`);
-* an open chain keeps moments of ``y``, extremes, the histogram (``uint16``
-  counters up to :data:`COUNT_MAX` draws), the split sums per chunk (parts
-  ``A``, middle, ``B``; a prefix for chunks every later split puts first), lag
-  products over draws and over block means, and its last ``lags`` draws;
-* ``merge`` closes a chain into between-chain summaries held in the same arrays
-  (:mod:`sluice.stats.streaming_readout`).
-
-``update_block`` (the engine's path) processes a chunk's draws at once, in
-windows of :data:`WINDOW` rows; ``update`` processes one draw.
+chunk boundary without knowing how many draws the run will end with: the
+pilot's reference is :mod:`sluice.stats.streaming_state`'s, the closing, merging
+and reading :mod:`sluice.stats.streaming_readout`'s. ``update_block`` (the
+engine's path) processes a chunk's draws in windows of :data:`WINDOW` rows;
+``update`` processes one draw. docs/statistics.md ("The default summary: how it
+works, and what it costs") explains the method.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Closing, merging and reading the default summary statistics (:mod:`sluice.stats.streaming`).
 
-*Closing* a chain splits it as ArviZ does at its current number of draws ``N``
-(the first and the last ``N // 2``). From the split sums it takes each half's
-mean and variance of ``y``, ``y^2``, the bulk and folded proxies and the tail
-indicators, and accumulates, over split chains, the sum of the within-half
-variances and a Chan summary of the half means (ArviZ's ``W`` and ``B``); from
-the lag products, each half's autocovariances, summed over split chains; from
-the block means, the same for the block series (unsplit). These summaries live
-in the arrays the open chain's sums used (:class:`Closed` names them), so a
-merged state is no larger.
-
-``finalize`` reads mean, sd, quantiles, HDI, the R-hats, the ESSs (Geyer's
-initial sequence on the exact lags, or on the block means when the sequence has
-not ended within them) and the MCSEs (docs/statistics.md, "The default
-summary"); :func:`summary_table` lays them out as ``az.summary`` does.
+*Closing* a chain splits it as ArviZ does at its current number of draws and
+turns its sums into between-chain summaries held in the same arrays
+(:class:`Closed` names them), so a merged state is no larger. ``finalize`` reads
+mean, sd, quantiles, HDI, the R-hats, the ESSs and the MCSEs; :func:`summary_table`
+lays them out as ``az.summary`` does. docs/statistics.md ("The default summary:
+how it works, and what it costs") explains each.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The default summary's settings and state, and the reference geometry they share.
 
 :mod:`sluice.stats.streaming` adds draws to a :class:`StreamState`;
-:mod:`sluice.stats.streaming_readout` closes, merges and reads it. Both take
-from here the state's layout and the pilot's reference: the reference
-quantiles (:func:`reference`), the bulk proxy through them (:func:`hinges`,
-:func:`proxy`, :func:`inverse`), its score (:func:`score`, :func:`unscore`) and
-the histogram's grid on that score (:func:`grid`, :func:`bucket`,
-:func:`bucket_edges`). :mod:`sluice.stats.streaming` describes the design.
+:mod:`sluice.stats.streaming_readout` closes, merges and reads it. Both take from
+here the state's layout and the pilot's reference: quantiles, the bulk proxy
+and its score, and the histogram's grid on that score.
 """
 
 from __future__ import annotations
