@@ -1,22 +1,10 @@
 """The one cache of compiled programs: ahead-of-time compiles keyed by settings.
 
 Every program sluice compiles goes through :func:`compiled`, keyed by a
-*program key* (a hashable description of what the program computes: never
-object identities where settings exist) and the arguments' tree structure,
-shapes and dtypes, so equal settings built twice share one program.
-Compiles may run in a background thread (:func:`in_background`); a failed
-compile is not cached, so the next asker compiles again and raises.
-``fast_if_small=True`` compiles a program of at most
-:data:`FAST_COMPILE_BYTES` of arguments and results for a quick compile rather
-than a quick run; :func:`loop_options` gives a run's chunk program the older
-loop emitters alone. docs/architecture.md ("The compile cache") has the
-details and measurements.
-
-Environment: ``SLUICE_FAST_COMPILE_BYTES`` sets that bound (``0``: never);
-``SLUICE_CLASSIC_EMITTER_RUN_BYTES`` the bound of :func:`loop_options`,
-``SLUICE_SMALL_RUN_BYTES`` that of a run that ``chain_method="auto"`` runs
-sequentially (``0``: never); ``SLUICE_BACKGROUND_COMPILE=0`` turns background
-compiles off.
+*program key* (a hashable description of what the program computes) and the
+arguments' tree structure, shapes and dtypes, so equal settings built twice
+share one program. docs/architecture.md ("The compile cache") describes the
+keys, the background and quick compiles, and the environment variables.
 """
 
 from __future__ import annotations

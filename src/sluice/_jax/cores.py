@@ -1,22 +1,10 @@
 """One JAX CPU device per usable core, so that chains run on every core by default.
 
-JAX's CPU backend exposes one device unless told otherwise before it starts,
-and one CPU device runs one program at a time. ``import sluice`` asks JAX for
-one CPU device per core this process may run on, **only** when nothing chose
-already:
-
-* ``SLUICE_CPU_DEVICES=N`` in the environment asks for ``N`` devices
-  (``1``: leave JAX's single device);
-* a value of ``jax_num_cpu_devices`` set by the user (``JAX_NUM_CPU_DEVICES``
-  or ``jax.config.update``) or ``--xla_force_host_platform_device_count`` in
-  ``XLA_FLAGS`` is left as it is;
-* once the backend has started nothing can change; :func:`note_single_core`
-  then says so once when a run could have used more cores.
-
-:func:`choice` reports what was decided and why (``sluice.cpu_devices()``).
-With every core a device, :func:`one_blas_thread` keeps OpenBLAS (jaxlib's CPU
-decompositions) to one thread while a run is on the CPU
-(docs/architecture.md has the measurements).
+``import sluice`` asks JAX for one CPU device per core this process may run on,
+unless the user chose a count (``SLUICE_CPU_DEVICES``, ``jax_num_cpu_devices``,
+``XLA_FLAGS``); :func:`choice` reports what was decided and why, and
+:func:`one_blas_thread` keeps OpenBLAS to one thread while a run is on the CPU.
+docs/architecture.md ("Placement") gives the rules and the measurements.
 """
 
 from __future__ import annotations

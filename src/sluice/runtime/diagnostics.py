@@ -1,26 +1,11 @@
 """Whether a run explored its posterior: the checks of CmdStan's ``diagnose`` and ArviZ.
 
-Two kinds of evidence, each with the threshold its literature gives:
-
-* the **sampler's** own, counted while sampling (``RunInfo``): divergent
-  transitions after warmup (any), transitions that reached the maximum tree
-  depth (any; CmdStan's ``diagnose``), and each chain's energy Bayesian
-  fraction of missing information below 0.3 (Betancourt 2016, ArviZ's
-  ``bfmi``);
-* the **draws'**, from the summary table (streamed or ArviZ's): rank-normalised
-  split R-hat above 1.01 and bulk or tail ESS below 100 per chain (Vehtari et
-  al. 2021).
-
-A run with any is told once at the end of sampling (the sampler's evidence)
-and again where its summary is read (all of it), as a
+The sampler's evidence (divergences, transitions at the maximum tree depth,
+E-BFMI below 0.3; Betancourt 2016, arXiv:1604.00695) is told at the end of
+sampling, the draws' (R-hat above 1.01, bulk or tail ESS below 100 per chain;
+Vehtari et al. 2021, Bayesian Analysis 16(2)) where the summary is read, as a
 :class:`DiagnosticWarning`; ``run.diagnose()`` gives the full report.
-
-References
-----------
-Betancourt (2016), "Diagnosing Suboptimal Cotangent Disintegrations in
-Hamiltonian Monte Carlo", arXiv:1604.00695 (E-BFMI).
-Vehtari et al. (2021), "Rank-normalization, folding, and localization: an
-improved R-hat", Bayesian Analysis 16(2) (R-hat, bulk and tail ESS).
+docs/architecture.md ("The host loop") says where each is counted.
 """
 
 from __future__ import annotations

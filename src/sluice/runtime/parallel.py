@@ -1,16 +1,10 @@
 """Where chains live: a 1-D mesh over every device of every process.
 
-A run has ``num_slots`` chain slots: the chain count rounded up to a multiple
-of the device count (the padded slots run real, independent chains whose
-output is dropped, so no chain is ever silently lost and the per-device
-program is the same everywhere). Slots are laid along the mesh axis
-``"chains"`` in device order; ``jax.devices()`` lists devices by process, so
-each process owns one contiguous block of slots.
-
-In one process this is plain ``device_put`` / ``device_get``. With several
-processes (after ``jax.distributed.initialize``) a process can only read its
-own devices' shards: :meth:`Topology.local` returns this process's block,
+Chain slots (the chain count rounded up to a multiple of the device count) lie
+along the mesh axis ``"chains"`` in device order, so each process owns one
+contiguous block; :meth:`Topology.local` reads this process's block,
 :meth:`Topology.allgather` the whole array on every process.
+docs/architecture.md ("Placement") describes the layout.
 """
 
 from __future__ import annotations
