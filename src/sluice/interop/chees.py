@@ -1,24 +1,9 @@
 """ChEES: a warmup across chains for jittered HMC (Hoffman, Radul & Sountsov 2021).
 
-Every chain runs HMC with the same step size ``eps`` and trajectory length
-``L``, each transition ``ceil(u L / eps)`` leapfrog steps with ``u ~ U(0, 1)``
-(BlackJAX's ``dynamic_hmc``). At every warmup iteration, over all chains of the
-run (the engine's ``mean`` reduces across chains, devices and processes, so
-every chain holds the same state; docs/kernels.md):
-
-* ``eps`` by dual averaging towards a harmonic-mean acceptance of 0.651 over
-  the chains without divergence;
-* ``log L`` by Adam ascent on the ChEES criterion
-  ``E[(|x' - E x'|^2 - |x - E x|^2)^2] / 4``, whose gradient in ``log L`` per
-  chain is ``t (|x' - m'|^2 - |x - m|^2) (x' - m') . v'`` (``t`` the
-  trajectory's duration, ``v'`` the proposal's velocity), weighted by the
-  acceptance probability, in the metric's whitened coordinates;
-* both through moving averages ``w_t = t^(-1/2)``, whose values draws use;
-* a diagonal inverse mass matrix ``sqrt(var x / var g)`` across chains (the
-  Fisher-divergence diagonal, exact for Gaussians), set at 1/4 and 1/2 of the
-  warmup, after which the step-size search restarts from the current value.
-
-A warmup of any length compiles once.
+Every chain runs HMC with one step size and one trajectory length (BlackJAX's
+``dynamic_hmc``), tuned at every warmup iteration over all chains of the run, so
+every chain holds the same state; a warmup of any length compiles once.
+docs/kernels.md ("BlackJAX") describes the updates.
 """
 
 from __future__ import annotations
