@@ -1,13 +1,9 @@
 """BlackJAX's samplers as chunk-engine kernels: :func:`from_blackjax`.
 
-A BlackJAX ``SamplingAlgorithm`` factory (``blackjax.nuts``, ``blackjax.mala``,
-``blackjax.mclmc``, ...) is built inside the chunk on the model's log-density,
-with its parameters as traced values: fixed ones as given, tuned ones from a
-warmup that runs one iteration at a time inside the chunks (BlackJAX's own runs
-as one ``scan``): ``"window"`` (:func:`sluice.mcmc.kernels.window_warmup`),
-``"step_size"``, ``"mclmc"`` (:mod:`sluice.interop.mclmc_tuning`) or ``"chees"``
-(:mod:`sluice.interop.chees`).
-docs/kernels.md gives the warmups' defaults and the sample statistics' names.
+A BlackJAX ``SamplingAlgorithm`` factory is built inside the chunk on the model's
+log-density, its parameters traced values, fixed or tuned by a warmup that runs
+one iteration at a time inside the chunks. docs/kernels.md ("BlackJAX") gives
+the warmups' defaults and the sample statistics' names.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """MCLMC's tuner one iteration at a time, as a :class:`~sluice.mcmc.protocol.Warmup`.
 
 The three stages of Robnik, De Luca, Silverstein & Seljak (2023) as BlackJAX's
-``mclmc_find_L_and_step_size`` runs them (docs/kernels.md gives the schedule),
-advanced by the chunk engine's warmup iterations rather than as three scans.
-The step size comes from the energy error per dimension, whose variance is
-``~ eps^6``: each step's ``xi = dE^2 / (d * DESIRED_ENERGY_VAR)`` is weighted by
-``exp(-(log xi / 9)^2 / 2)`` over an exponentially decaying window of
-``NUM_EFFECTIVE_SAMPLES`` steps. Where BlackJAX stores stage 3's draws and
-computes each ESS by FFT, stage 3 here streams the autocovariances of lags
-``1..LAGS`` (:class:`Autocovariances`, ``3 LAGS + 4`` numbers per dimension
-and chain), and ``tau`` is Geyer's initial monotone sequence over them: the
-same estimate while the sequence ends within ``LAGS`` lags, a smaller ``tau``
-where it would run longer. A step with a non-finite energy error is refused by
-the kernel and caps the step size at 0.8 times the current one.
+``mclmc_find_L_and_step_size`` runs them, advanced by the chunk engine's warmup
+iterations rather than as three scans, stage 3 streaming autocovariances
+(:class:`Autocovariances`) instead of storing draws. docs/kernels.md
+("BlackJAX") gives the schedule and the estimators.
 """
 
 from __future__ import annotations
