@@ -1,13 +1,8 @@
 """Closure conversion: a function's closed-over arrays made into explicit arguments.
 
-A model's data is passed to compiled programs as arguments (not embedded as
-HLO constants), and a ``custom_vmap`` rule, which may run after its enclosing
-computation was staged out, must not hold tracers of that trace.
-``jax.closure_convert`` hoists only the closed-over values that might carry a
-tangent: an integer tracer of an outer ``jit`` (group indices of a
-hierarchical model) stays closed over and breaks the ``custom_vmap`` rule
-(``tests/_jax/test_closure.py`` checks that it still does).
-:func:`closure_convert` hoists them all.
+:func:`closure_convert` hoists every closed-over array, where
+``jax.closure_convert`` leaves integer tracers of an outer ``jit`` closed over;
+docs/architecture.md ("Models and hoisted data") says why.
 """
 
 from __future__ import annotations

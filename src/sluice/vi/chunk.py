@@ -1,12 +1,10 @@
 """The compiled chunk of a variational fit: ``chunk_size`` optimisation steps in one program.
 
 Step ``t`` (absolute, from 0) draws its particles from ``fold_in(root_key, t)``,
-so the fit does not depend on the chunk size. ``start`` and ``stop`` are traced:
-steps at or past ``stop`` leave the state untouched, so a short last chunk is
-masked, not recompiled. A step whose ELBO, gradient or updated parameters are
-not finite is not applied: the state freezes and :class:`FitFailure` records the
-step for the host loop (:mod:`sluice.runtime.fitting`) to report (docs/vi.md,
-"Chunking" and "Failures"). Nothing here prints, writes or reads the clock.
+so the fit does not depend on the chunk size. A short last chunk is masked, not
+recompiled, and a non-finite step freezes the state and is recorded in
+:class:`FitFailure` (docs/vi.md, "Chunking" and "Failures"). Nothing here
+prints, writes or reads the clock.
 """
 
 from __future__ import annotations
