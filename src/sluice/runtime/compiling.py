@@ -1,12 +1,8 @@
 """A run's compiles: which programs compile when, with which XLA options, at what cost.
 
-Every program goes through the one cache of :mod:`sluice._jax.compile`; this
-module decides, for one run, each program's XLA options (the plan's; ``init``'s
-quick compile while the data and one draw are small) and cache key, the
-background compiles (the chunk program beside ``init``, the statistics' programs
-once the chunk program is compiled), whether sampling waits for them
-(:data:`AWAIT_COMPILE_BYTES`), and the time compiling takes
-(:attr:`Compiler.seconds`, booked apart from warmup and sampling).
+Each program's XLA options and cache key, the background compiles, whether
+sampling waits for them (:data:`AWAIT_COMPILE_BYTES`), and the time compiling
+takes (:attr:`Compiler.seconds`); docs/architecture.md ("The host loop").
 """
 
 from __future__ import annotations

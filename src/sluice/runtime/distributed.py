@@ -1,14 +1,9 @@
 """Multi-process start-up with safe defaults, over ``jax.distributed``.
 
 Call :func:`initialize` at the top of a script, before anything touches a JAX
-device; then ``sluice.sample`` spreads chains over every device of every
-process. Started by ``sluice launch -n N -- python script.py`` it needs no
-arguments (the launcher passes the coordinator in ``SLUICE_*`` variables); on
-SLURM or with MPI, JAX's own cluster detection fills them in. The defaults
-end a broken job in bounded time (docs/distributed.md, "Failures end in
-bounded time"): shorter heartbeat and initialization timeouts, an exception
-hook that exits at once, JAX's preemption service off (so SIGTERM stops a
-run), and 127.0.0.1 for the coordinator and gloo on one machine.
+device; started by ``sluice launch`` it needs no arguments, and on SLURM or with
+MPI JAX's own cluster detection fills them in. Its defaults end a broken job in
+bounded time (docs/distributed.md, "Failures end in bounded time").
 """
 
 from __future__ import annotations

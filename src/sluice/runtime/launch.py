@@ -1,15 +1,10 @@
 """Start N local processes of a multi-process run (``sluice launch``).
 
-Each process gets ``SLUICE_COORDINATOR`` (127.0.0.1 and a free port),
-``SLUICE_NUM_PROCESSES``, ``SLUICE_PROCESS_ID`` and, when asked,
-``SLUICE_LOCAL_DEVICES``, which :func:`sluice.runtime.distributed.initialize` reads.
-The launcher
-
-* runs every process in its own process group and prefixes its output lines
-  with ``[p<i>]``;
-* stops everything at a deadline, or shortly after the first process fails
-  (SIGTERM, then SIGKILL), also when the launcher itself is interrupted;
-* retries on a fresh port if the coordinator could not bind its port.
+Each process gets the coordinator's address and its place in ``SLUICE_*``
+variables, which :func:`sluice.runtime.distributed.initialize` reads; the
+launcher prefixes their output, stops them all at a deadline or after the first
+failure, and retries on a fresh port (docs/distributed.md, "Several processes
+(hosts)").
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The host loop of one run (this process's share), from any chunk boundary to the end.
 
-The session starts the chains (or restores them from a checkpoint), then calls
-the compiled chunk through warmup and then through the draws. Between chunks it
-moves this process's chains' draws to the sink, writes a checkpoint (when the
-sink can resume) and advances the progress bar, while the next chunk runs
-(:func:`~sluice.runtime.loop.pipelined`). Its
-:class:`~sluice.runtime.compiling.Compiler` decides which program compiles when.
-With several processes, checkpoints are committed by process 0 after a barrier,
-and totals and statistics are gathered at the end.
+The session starts or restores the chains, runs the compiled chunk through
+warmup and the draws, and between chunks writes the draws, checkpoints and
+advances the progress bar while the next chunk runs. docs/architecture.md ("The
+host loop") describes each step.
 """
 
 from __future__ import annotations

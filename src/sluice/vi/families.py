@@ -1,13 +1,9 @@
 """Variational families: bundles of pure functions of ONE flat point.
 
-A :class:`Family` is to variational inference what an optax
-``GradientTransformation`` is to optimisation: a NamedTuple of pure functions
-over a small parameter NamedTuple. Every function handles one point ``x`` of
-shape ``(dim,)`` in the model's unconstrained space (the flat vector of
-:meth:`sluice.Model.flatten`); particles are added with ``jax.vmap``. Every
-real value of the parameters is valid, and draws are reparameterised,
-``x = loc + L @ eps`` with ``eps ~ N(0, I)`` from the key (docs/vi.md,
-"Families and their parameters"). Nothing in here prints, writes or reads the clock.
+A :class:`Family` is a NamedTuple of pure functions over a small parameter
+NamedTuple, for one point ``x`` of shape ``(dim,)`` in the model's unconstrained
+space; particles are added with ``jax.vmap`` (docs/vi.md, "Families and their
+parameters"). Nothing in here prints, writes or reads the clock.
 """
 
 from __future__ import annotations
