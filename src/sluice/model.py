@@ -322,7 +322,8 @@ def check_initial_values(
                     raise ValueError(
                         f"the starting point of chain {chain} is not finite: " + ", ".join(named)
                     )
-                where = f" at {_short(point)}"
+                flat = np.asarray(ravel_pytree(point)[0])
+                where = f" at {np.array2string(flat, threshold=6, precision=4)}"
             raise ValueError(
                 f"log_density(init) is {values[chain]} for chain {chain}{where}. Start the "
                 "chains where the density is positive (check init and the support of each "
@@ -335,7 +336,3 @@ def check_initial_values(
                 f"the gradient of log_density at the starting point of chain {chain} is not "
                 f"finite: {', '.join(named)}. Move init away from the edge of the support."
             )
-
-
-def _short(point: PyTree) -> str:
-    return np.array2string(np.asarray(ravel_pytree(point)[0]), threshold=6, precision=4)

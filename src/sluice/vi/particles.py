@@ -42,16 +42,13 @@ def _target(model: Model | Callable[[jax.Array], jax.Array]) -> tuple[Callable, 
 def _check_particles(num_particles: Any, particle_chunk_size: Any, bound: Any) -> None:
     """Static arguments are Python values: check them when the function is traced."""
     check_count("num_particles", num_particles)
-    if particle_chunk_size is not None and not _is_count(particle_chunk_size):
+    size = particle_chunk_size
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
         raise ValueError(
             f"particle_chunk_size must be a positive integer or None, got {particle_chunk_size!r}"
         )
     if bound not in BOUNDS:
         raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _over_particles(
