@@ -42,7 +42,7 @@ class Schedule(NamedTuple):
     window_ends: jax.Array  # (MAX_WINDOWS,) int32: last step of each slow window, -1 padded
 
 
-FINAL_BUFFER_SHARE = 0.15  # the terminal buffer's share of the warmup (module docstring)
+FINAL_BUFFER_SHARE = 0.15  # the terminal buffer's share of the warmup (docs/architecture.md)
 MIN_FINAL_BUFFER = 50
 
 
@@ -55,7 +55,7 @@ def window_schedule(
     """Adaptation windows for ``num_warmup`` steps (Stan's rule; Stan's sizes are 75 / 25 / 50).
 
     ``final_buffer=None``: :data:`FINAL_BUFFER_SHARE` of the warmup, at least
-    :data:`MIN_FINAL_BUFFER` iterations (module docstring).
+    :data:`MIN_FINAL_BUFFER` iterations (docs/architecture.md, "Kernels").
 
     Examples
     --------
@@ -158,7 +158,7 @@ def window_adaptation(
     low_rank_max_dim: int | None = None,
     final_variance: bool = True,
 ) -> WindowAdaptation:
-    """Window adaptation for one chain (see the module docstring).
+    """Window adaptation for one chain (docs/architecture.md, "Kernels").
 
     ``gradient_metric=False`` keeps Stan's variance estimator even when the
     gradients are given; ``final_variance=False`` keeps the Fisher diagonal in

@@ -217,7 +217,7 @@ def _write_row(s: _Settings, rows, value, index, write, scratch):
 
 
 def _turns(s: _Settings, ckpt, p, q, n) -> jax.Array:
-    """Whether a sub-trajectory ending at leaf ``n`` turns (module docstring)."""
+    """Whether a sub-trajectory ending at leaf ``n`` turns (docs/architecture.md, "Kernels")."""
     hi = jax.lax.population_count(n >> 1)
     lo = hi - jax.lax.population_count((~n & (n + 1)) - 1) + 1
     if s.small:  # all rows at once, masked
@@ -358,7 +358,7 @@ def nuts_step(
     max_tree_depth: int = 10,
     divergence_threshold: float = 1000.0,
 ) -> tuple[tuple[jax.Array, jax.Array, jax.Array], dict[str, jax.Array]]:
-    """One NUTS transition of one chain (see the module docstring for the algorithm).
+    """One NUTS transition of one chain (docs/architecture.md, "Kernels", gives the algorithm).
 
     Parameters
     ----------

@@ -38,7 +38,7 @@ CUTOFF = 2.0  # eigenvalues within [1 / CUTOFF, CUTOFF] are left to the diagonal
 
 
 class LowRank(NamedTuple):
-    """``M^{-1} = D^{1/2} (I + U (diag(values) - I) U') D^{1/2}`` (module docstring).
+    """``M^{-1} = D^{1/2} (I + U (diag(values) - I) U') D^{1/2}`` (docs/architecture.md).
 
     Batched along leading axes (chains) like any pytree of arrays.
     """
@@ -127,7 +127,7 @@ def grad_y(f, g: jax.Array) -> jax.Array:
 
 
 def fit_low_rank(positions, gradients, valid, diagonal, rank: int, **settings) -> LowRank:
-    """nutpie's low-rank metric from ``(n, dim)`` draws and gradients (module docstring).
+    """nutpie's low-rank metric from ``(n, dim)`` draws and gradients (docs/architecture.md).
 
     ``valid`` (``(n,)`` bool) marks the rows that hold draws; ``diagonal`` is
     the Fisher diagonal ``D`` of the window; ``settings``: ``cutoff``, ``gamma``

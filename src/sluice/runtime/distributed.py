@@ -64,7 +64,8 @@ def initialize(
         Force a JAX platform (``"cpu"``, ``"gpu"``); defaults to
         ``JAX_PLATFORMS`` or JAX's own choice.
     initialization_timeout, heartbeat_timeout_seconds, shutdown_timeout_seconds
-        Bounded waits for peers (seconds); see the module docstring.
+        Bounded waits for peers (seconds; docs/distributed.md, "Failures end in
+        bounded time").
     fail_fast
         Install an exception hook that exits at once after printing an
         uncaught exception.

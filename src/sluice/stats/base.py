@@ -36,7 +36,7 @@ class Statistic(NamedTuple):
     update: Callable[[Any, PyTree], Any]
     merge: Callable[[Any, Any], Any]
     finalize: Callable[[Any], PyTree]
-    key: Hashable | None = None  # a description of the settings (see the module docstring)
+    key: Hashable | None = None  # a description of the settings (docs/statistics.md)
     pilot: int = 0  # final warmup draws per chain that init receives, pooled (0: one example)
     update_block: Callable[[Any, PyTree, Any], Any] | None = None  # (state, draws, count)
     blocks: Blocks | None = None  # element-wise: merged and finalized in blocks of elements
