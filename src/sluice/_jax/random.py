@@ -1,14 +1,10 @@
 """Threefry-2x32, the generator of ``jax.random``, unrolled: keys and random numbers.
 
-On CPU, JAX lowers Threefry to a rolled loop of small operations that costs
-more than a small model's gradient; these unrolled versions fuse into one
-operation and give ``jax.random``'s bits exactly, for the run's keys
-(:func:`fold_in`, :func:`split`; :func:`host_fold_in` with NumPy, compiling
-nothing) and a transition's random numbers (:func:`bits`, :func:`uniform`,
-:func:`normal`: a stream and a counter per draw).
-
-Reference: Salmon, Moraes, Dror & Shaw (2011), "Parallel random numbers: as
-easy as 1, 2, 3".
+On CPU, JAX lowers Threefry to a rolled loop that costs more than a small
+model's gradient; these unrolled versions fuse and give ``jax.random``'s bits
+exactly, for the run's keys (:func:`fold_in`, :func:`split`, :func:`host_fold_in`)
+and a transition's random numbers (:func:`bits`, :func:`uniform`, :func:`normal`).
+Reference: Salmon, Moraes, Dror & Shaw (2011), "Parallel random numbers".
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Everything fixed before a run samples: :class:`Plan`.
 
-The plan resolves a :class:`~sluice.runtime.config.RunConfig` against the
-model, the devices and the sink: the chain method (a cost model on CPU), the
-chunk size (a device-memory budget and about ten progress updates), the
-default statistics, the layout of what is recorded, and the chunk program
-(:class:`~sluice.mcmc.chunk.ChunkProgram`, compiled on first use through the
-cache of :mod:`sluice._jax.compile`).
+The plan resolves a :class:`~sluice.runtime.config.RunConfig` against the model,
+the devices and the sink: chain method, chunk size, default statistics, the
+recorded layout and the chunk program (docs/architecture.md, "The host loop").
 """
 
 from __future__ import annotations

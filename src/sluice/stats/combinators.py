@@ -1,11 +1,8 @@
 """Combinators: build a statistic from others (``optax.chain``-style wrapping).
 
-* :func:`group` runs several statistics side by side (state and result: dicts);
-* :func:`restrict` feeds a statistic only some of a draw's quantities (or
-  some of their elements);
-* :func:`transform` feeds it a function of each draw.
-
-All three return a :class:`~sluice.stats.base.Statistic`: they compose freely.
+:func:`group` runs several statistics side by side, :func:`restrict` feeds one
+only some of a draw's quantities, :func:`transform` a function of each draw; all
+three return a :class:`~sluice.stats.base.Statistic`, so they compose freely.
 """
 
 from __future__ import annotations
