@@ -306,10 +306,7 @@ def _merge(tree: _Tree, sub: _Subtree, ctx: _Context, active) -> _Tree:
 
 
 def _nuts(s: _Settings, words, state, step_size, inverse_mass_matrix):
-    """One transition of one chain, or of a batch of chains (``s.batched``: leading axis).
-
-    The loops carry the trajectory and the subtree packed (:class:`_Subtree`).
-    """
+    """One transition of one chain, or of a batch of chains (``s.batched``: leading axis)."""
     vm = jax.vmap if s.batched else (lambda f: f)
     anyone = jnp.any if s.batched else (lambda b: b)
     tree, ctx = vm(functools.partial(_init, s))(words, state, step_size, inverse_mass_matrix)

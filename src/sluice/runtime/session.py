@@ -47,12 +47,8 @@ READOUT_SHARE = 0.05
 
 
 class _Readouts:
-    """When the progress display reads the statistics (without ``until``, which reads
-    them at every chunk to decide).
-
-    A reading can cost as much as a chunk: the display reads when the programs are
-    compiled and the readings so far took at most :data:`READOUT_SHARE` of the phase's
-    wall time, and at the last chunk always.
+    """When the progress display reads the statistics without ``until``: at most
+    :data:`READOUT_SHARE` of the phase's wall time (docs/architecture.md, "The host loop").
     """
 
     def __init__(self) -> None:

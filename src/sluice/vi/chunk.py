@@ -73,10 +73,7 @@ def _make_advance(
     bound: str,
     chunk_size: int,
 ) -> Callable:
-    """``advance(consts, state, root_key, start, stop) -> (state, elbo (chunk_size,))``, jitted.
-
-    Step ``t`` draws its particles from ``fold_in(root_key, t)``.
-    """
+    """``advance(consts, state, root_key, start, stop) -> (state, elbo (chunk_size,))``, jitted."""
 
     def loss(params: Any, consts: Any, rng_key: jax.Array) -> jax.Array:
         return -_bound(
