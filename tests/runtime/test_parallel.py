@@ -86,3 +86,22 @@ def test_collectives_are_identities_in_one_process(devices):
     totals = {"num_gradients": 123, "seconds": 1.5}
     assert topo.sum_over_processes(totals) == {"num_gradients": 123, "seconds": 1.5}
     assert topo.barrier("nothing-to-wait-for") is None
+
+
+@pytest.mark.parametrize("num_devices", [1, 4])
+def test_move_local_takes_the_leaves_and_frees_their_device_arrays(devices, num_devices):
+    topo = Topology.build(6, devices[:num_devices])
+    slots = topo.num_slots
+    tree = {
+        "x": np.arange(slots * 3, dtype=np.float32).reshape(slots, 3),
+        "h": (np.arange(slots * 4) % 5).astype(np.uint16).reshape(slots, 2, 2),
+    }
+    live = len(jax.live_arrays())
+    leaves, treedef = jax.tree.flatten(topo.put(tree))
+    assert len(jax.live_arrays()) == live + 2
+    moved = jax.tree.unflatten(treedef, topo.move_local(leaves))
+    assert leaves == []  # emptied: the device arrays had no other holder
+    assert len(jax.live_arrays()) == live  # and are gone, every shard's buffer with them
+    for a, b in zip(jax.tree.leaves(moved), jax.tree.leaves(tree), strict=True):
+        assert isinstance(a, np.ndarray) and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)

@@ -140,17 +140,36 @@ class Topology:
 
         return jax.tree.map(one, tree)
 
-    def move_local(self, tree: Any) -> Any:
-        """:meth:`local`, a leaf at a time, each device array deleted once copied: a
-        pytree of gigabytes (a million-element model's statistics) never exists twice
-        (on the CPU the device is this machine's memory too)."""
+    def move_local(self, leaves: list[jax.Array]) -> list[np.ndarray]:
+        """:meth:`local` of each leaf, taking the leaves out of ``leaves`` (which ends
+        empty) and freeing each device array as it is copied, so that a pytree of
+        gigabytes (a million-element model's statistics) is never held twice.
 
-        def one(x: jax.Array) -> np.ndarray:
-            out = self.local(x)
-            x.delete()
-            return out
-
-        return jax.tree.map(one, tree)
+        A leaf moves a shard at a time: its shards' arrays are taken, the whole array is
+        dropped (the caller must hold no other reference to it), and each shard's rows
+        are copied into the output before that shard's array, the last holder of its
+        buffer, is dropped. On the CPU the device is this machine's memory, and copying
+        the whole array before deleting it held the leaf twice; this way the extra is one
+        device's share (half of it on two devices). Elsewhere it frees device memory
+        shard by shard.
+        """
+        start = self.local_slots.start
+        moved = []
+        while leaves:
+            x = leaves.pop(0)
+            shape = (self.slots_per_process, *x.shape[1:]) if self.multiprocess else x.shape
+            out = np.empty(shape, x.dtype)
+            shards = [(s.index, s.data) for s in x.addressable_shards]
+            del x
+            while shards:
+                index, data = shards.pop()
+                if self.multiprocess:  # rows of this process's block
+                    rows = index[0]
+                    index = (slice(rows.start - start, rows.stop - start), *index[1:])
+                out[index] = np.asarray(data)
+                del data
+            moved.append(out)
+        return moved
 
     def allgather(self, local_tree: Any) -> Any:
         """Concatenate every process's local block (NumPy, leading ``slots_per_process``)."""

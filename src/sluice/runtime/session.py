@@ -401,11 +401,13 @@ class Session:
         info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
         # the run's device state goes, and the statistics' device copy goes as the host's
-        # comes: a million-element model's states are gigabytes, and the rest of the
-        # carry (the sampler's, the pilot's ring) was beside them at this peak
-        stats, self.carry = self.carry.stats, None
-        stats_states = self._all_real(t.move_local(stats))
-        del stats
+        # comes, a shard at a time: a million-element model's states are gigabytes, and
+        # the rest of the carry (the sampler's, the pilot's ring) was beside them at this
+        # peak. The list is the states' only holder (move_local empties it), so that each
+        # shard's buffer is freed once copied
+        leaves, treedef = jax.tree.flatten(self.carry.stats)
+        self.carry = None
+        stats_states = self._all_real(jax.tree.unflatten(treedef, t.move_local(leaves)))
         local_chains = t.local_chains
         if t.multiprocess and isinstance(self.sink, MemorySink):
             self._gather_kept_draws()
