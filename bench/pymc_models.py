@@ -66,6 +66,7 @@ SLUICE_OPTIONS = {  # sluice's samplers, and what each passes to sluice.pymc.sam
     "sluice": {}, "sluice-diag": {"mass_matrix": "diag"}, "sluice-one-device": {},
     "sluice-low-rank": {"mass_matrix": "low_rank"},  # these two: only when named in --samplers
     "sluice-sequential": {"chain_method": "sequential"},
+    "sluice-vectorized": {"chain_method": "vectorized"},
 }  # fmt: skip
 CHAINS, TUNE, DRAWS = 4, 1000, 1000
 
