@@ -1,0 +1,73 @@
+"""Peak memory and wall of many vectorized chains, by metric and statistics.
+
+Static HMC (8 leapfrog steps) on a ``--dim``-dimensional standard Gaussian,
+``--warmup`` warmup iterations and ``--draws`` draws per chain, vectorized,
+``sink=None``, each configuration in a fresh process (peak RSS from
+``getrusage``). Prints one line per run and, per metric and statistics, the
+bytes per element per added chain between the smallest and largest chain count.
+
+    PYTHONPATH=src python bench/studies/many_chains_memory.py --chains 256,1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+
+def one(chains: int, dim: int, metric: str, stats: bool, warmup: int, draws: int) -> dict:
+    import jax.numpy as jnp
+
+    import sluice
+
+    t0 = time.perf_counter()
+    sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=chains,
+                  warmup=warmup, draws=draws, sink=None, chain_method="vectorized",
+                  kernel=sluice.hmc(num_integration_steps=8, mass_matrix=metric),
+                  default_stats=stats, progress=False, seed=1)  # fmt: skip
+    return {"chains": chains, "dim": dim, "metric": metric, "stats": stats,
+            "wall_s": time.perf_counter() - t0,
+            "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--chains", default="256,1024")
+    ap.add_argument("--dim", type=int, default=2000)
+    ap.add_argument("--metrics", default="auto,diag")
+    ap.add_argument("--stats", default="no,yes")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--draws", type=int, default=100)
+    ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        c, m, s = args.one.split(",")
+        print(json.dumps(one(int(c), args.dim, m, s == "yes", args.warmup, args.draws)))
+        return
+    counts = [int(c) for c in args.chains.split(",")]
+    rows = {}
+    for metric in args.metrics.split(","):
+        for stats in args.stats.split(","):
+            for c in counts:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", f"{c},{metric},{stats}",
+                     "--dim", str(args.dim), "--warmup", str(args.warmup),
+                     "--draws", str(args.draws)],
+                    capture_output=True, text=True, check=True, env=os.environ,
+                )  # fmt: skip
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                rows[(metric, stats, c)] = r
+                print(f"chains {c:5d}  metric {metric:5s}  statistics {stats:3s}  "
+                      f"wall {r['wall_s']:6.1f} s  peak {r['peak_bytes'] / 1e9:6.2f} GB")
+            lo, hi = rows[(metric, stats, counts[0])], rows[(metric, stats, counts[-1])]
+            per = (hi["peak_bytes"] - lo["peak_bytes"]) / (counts[-1] - counts[0]) / args.dim
+            print(f"  metric {metric}, statistics {stats}: {per:,.0f} B per element per added chain")
+
+
+if __name__ == "__main__":
+    main()
