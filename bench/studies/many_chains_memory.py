@@ -62,11 +62,15 @@ def main() -> None:
                 )  # fmt: skip
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 rows[(metric, stats, c)] = r
-                print(f"chains {c:5d}  metric {metric:5s}  statistics {stats:3s}  "
-                      f"wall {r['wall_s']:6.1f} s  peak {r['peak_bytes'] / 1e9:6.2f} GB")
+                print(
+                    f"chains {c:5d}  metric {metric:5s}  statistics {stats:3s}  "
+                    f"wall {r['wall_s']:6.1f} s  peak {r['peak_bytes'] / 1e9:6.2f} GB"
+                )
             lo, hi = rows[(metric, stats, counts[0])], rows[(metric, stats, counts[-1])]
             per = (hi["peak_bytes"] - lo["peak_bytes"]) / (counts[-1] - counts[0]) / args.dim
-            print(f"  metric {metric}, statistics {stats}: {per:,.0f} B per element per added chain")
+            print(
+                f"  metric {metric}, statistics {stats}: {per:,.0f} B per element per added chain"
+            )
 
 
 if __name__ == "__main__":
