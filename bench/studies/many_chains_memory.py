@@ -12,12 +12,12 @@ bytes per element per added chain between the smallest and largest chain count.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import resource
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from harness import emit_result, peak_rss_bytes, run_isolated
 
 
 def one(chains: int, dim: int, metric: str, stats: bool, warmup: int, draws: int) -> dict:
@@ -32,7 +32,7 @@ def one(chains: int, dim: int, metric: str, stats: bool, warmup: int, draws: int
                   default_stats=stats, progress=False, seed=1)  # fmt: skip
     return {"chains": chains, "dim": dim, "metric": metric, "stats": stats,
             "wall_s": time.perf_counter() - t0,
-            "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # fmt: skip
+            "peak_bytes": peak_rss_bytes()}  # fmt: skip
 
 
 def main() -> None:
@@ -47,20 +47,16 @@ def main() -> None:
     args = ap.parse_args()
     if args.one:
         c, m, s = args.one.split(",")
-        print(json.dumps(one(int(c), args.dim, m, s == "yes", args.warmup, args.draws)))
+        emit_result(one(int(c), args.dim, m, s == "yes", args.warmup, args.draws))
         return
     counts = [int(c) for c in args.chains.split(",")]
     rows = {}
     for metric in args.metrics.split(","):
         for stats in args.stats.split(","):
             for c in counts:
-                out = subprocess.run(
-                    [sys.executable, __file__, "--one", f"{c},{metric},{stats}",
-                     "--dim", str(args.dim), "--warmup", str(args.warmup),
-                     "--draws", str(args.draws)],
-                    capture_output=True, text=True, check=True, env=os.environ,
-                )  # fmt: skip
-                r = json.loads(out.stdout.strip().splitlines()[-1])
+                r = run_isolated(__file__, ["--one", f"{c},{metric},{stats}", "--dim",
+                                            str(args.dim), "--warmup", str(args.warmup),
+                                            "--draws", str(args.draws)])  # fmt: skip
                 rows[(metric, stats, c)] = r
                 print(
                     f"chains {c:5d}  metric {metric:5s}  statistics {stats:3s}  "

@@ -129,16 +129,22 @@ class Topology:
         """This process's slots of a chain-sharded pytree, as NumPy (leading ``slots_per_process``)."""
         if not self.multiprocess:
             return jax.tree.map(np.asarray, jax.device_get(tree))
-        start = self.local_slots.start
 
         def one(x: jax.Array) -> np.ndarray:
             out = np.empty((self.slots_per_process, *x.shape[1:]), x.dtype)
             for shard in x.addressable_shards:
-                rows = shard.index[0]
-                out[rows.start - start : rows.stop - start] = np.asarray(shard.data)
+                self._copy_shard(out, shard.index, shard.data)
             return out
 
         return jax.tree.map(one, tree)
+
+    def _copy_shard(self, out: np.ndarray, index: tuple, data: jax.Array) -> None:
+        """Copy one shard's ``data`` to its place ``index`` in ``out``, this process's
+        block (in a multi-process run its rows start at this process's first slot)."""
+        if self.multiprocess:
+            rows, start = index[0], self.local_slots.start
+            index = (slice(rows.start - start, rows.stop - start), *index[1:])
+        out[index] = np.asarray(data)
 
     def move_local(self, leaves: list[jax.Array]) -> list[np.ndarray]:
         """:meth:`local` of each leaf, taking the leaves out of ``leaves`` (which ends
@@ -153,7 +159,6 @@ class Topology:
         device's share (half of it on two devices). Elsewhere it frees device memory
         shard by shard.
         """
-        start = self.local_slots.start
         moved = []
         while leaves:
             x = leaves.pop(0)
@@ -163,10 +168,7 @@ class Topology:
             del x
             while shards:
                 index, data = shards.pop()
-                if self.multiprocess:  # rows of this process's block
-                    rows = index[0]
-                    index = (slice(rows.start - start, rows.stop - start), *index[1:])
-                out[index] = np.asarray(data)
+                self._copy_shard(out, index, data)
                 del data
             moved.append(out)
         return moved
