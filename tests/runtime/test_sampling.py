@@ -142,6 +142,24 @@ def test_auto_mass_matrix_takes_the_diagonal_for_a_short_cheap_run(monkeypatch):
     assert plan._resolve_mass_matrix(sluice.hmc(), None).mass_matrix == "auto"  # not on CPU
 
 
+def test_statistics_program_takes_the_classic_emitters_while_its_update_is_cheap():
+    """The statistics' own program over more than CLASSIC_STATISTICS_ELEMENTS elements
+    compiles with the classic emitters (sooner, slower to run) while the run's
+    element-draws are few enough for the compile to outweigh the update, with XLA's
+    defaults beyond; the sampler's options do not depend on the statistics."""
+    wide = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(1000), name="wide")
+
+    def options(draws: int, statistics: bool = True) -> tuple:
+        config = RunConfig(chains=4, warmup=10, draws=draws, default_stats=statistics)
+        built = plan.Plan.build(config, wide, sink=MemorySink())
+        return built.compile_options, built.statistics_options
+
+    for draws, expected in ((1000, programs.CLASSIC_EMITTER_OPTIONS), (100_000, None)):
+        sampler, statistics = options(draws)  # 4M and 400M element-draws
+        assert statistics == expected
+        assert sampler == options(draws, statistics=False)[0]
+
+
 def test_num_chunks_and_auto_chunk_size():
     run = sluice.sample(MODEL, num_chunks=4, **SETTINGS)
     assert run.info.chunk_size == 30

@@ -233,8 +233,13 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
 
 
 # Streaming statistics over more elements than this compile with XLA's default emitters,
-# which run them faster there (docs/architecture.md).
+# which run them faster there (docs/architecture.md), unless they see at most
+# CLASSIC_STATISTICS_ELEMENT_DRAWS element-draws (chains x draws x elements): the classic
+# emitters compile their program 0.4-0.9 s sooner and run it 9-25 ns per element-draw
+# slower, so below 20M element-draws (the least break-even measured, 10,000 elements) the
+# compile saves more than the update loses (bench/studies/stats_compile.py --program update).
 CLASSIC_STATISTICS_ELEMENTS = 100
+CLASSIC_STATISTICS_ELEMENT_DRAWS = 20_000_000
 # A run whose statistics see at most this many element-draws (chains x draws x elements)
 # compiles their program with the fast options: a quicker compile outweighs the slower
 # update.
@@ -247,7 +252,9 @@ def _compile_options(
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:  # fmt: skip
     """XLA's options for the chunk program and for the statistics' own program
     (``separate``), from the run's settings only, never its devices: the statistics'
-    program takes the classic emitters only in a run of at most ``SMALL_RUN_BYTES``."""
+    program takes the classic emitters over at most ``CLASSIC_STATISTICS_ELEMENTS``
+    elements in a run of at most ``SMALL_RUN_BYTES``, and over more elements in a run
+    of at most ``CLASSIC_STATISTICS_ELEMENT_DRAWS`` element-draws."""
     if traffic is None:
         return None, None
     options = programs.loop_options(traffic)
@@ -257,9 +264,14 @@ def _compile_options(
     small = elements <= CLASSIC_STATISTICS_ELEMENTS
     if not separate:
         return options if small else None, None
-    if config.chains * config.draws * elements <= FAST_STATISTICS_ELEMENT_DRAWS:
+    seen = config.chains * config.draws * elements
+    if seen <= FAST_STATISTICS_ELEMENT_DRAWS:
         return options, dict(programs.FAST_COMPILE_OPTIONS)
-    return options, programs.loop_options(traffic, programs.SMALL_RUN_BYTES) if small else None
+    if small:
+        return options, programs.loop_options(traffic, programs.SMALL_RUN_BYTES)
+    if seen <= CLASSIC_STATISTICS_ELEMENT_DRAWS:  # (on the CPU: traffic is None elsewhere)
+        return options, dict(programs.CLASSIC_EMITTER_OPTIONS)
+    return options, None
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
