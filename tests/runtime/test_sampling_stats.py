@@ -170,3 +170,28 @@ def test_draws_do_not_depend_on_the_statistics_and_these_update_in_a_program_apa
     np.testing.assert_allclose(
         with_stats.stats["summary"]["sd"]["x"], x.reshape(-1, d).std(0, ddof=1), rtol=1e-4
     )
+
+
+@pytest.mark.filterwarnings("ignore::sluice.DiagnosticWarning")  # 20 warmup iterations
+def test_statistics_that_cannot_fit_are_refused_before_anything_runs(monkeypatch, tmp_path):
+    """A run whose statistics' states alone exceed the memory free on its devices fails
+    at once, naming the sizes and what to change, before a store is created; where the
+    free memory is unknown the run goes ahead."""
+    from sluice._jax.memory import free_bytes
+    from sluice.runtime import plan
+
+    assert free_bytes(jax.devices()) > 0  # the host's available memory, on this CPU
+    wide = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(200), name="wide")
+    settings = dict(chains=4, warmup=20, draws=20, seed=1, progress=False)
+    monkeypatch.setattr(plan, "free_bytes", lambda devices: 2**20)  # 1 MiB free
+    path = tmp_path / "run.zarr"
+    with pytest.raises(ValueError, match=r"need .* GiB for this process's 4 chains of 200 "
+                       r"elements .*default_stats=False"):  # fmt: skip
+        sluice.sample(wide, sink=sluice.ZarrSink(str(path)), **settings)
+    assert not path.exists()
+    with pytest.raises(ValueError, match="default_stats"):
+        sluice.sample(wide, sink=None, **settings)
+    sluice.sample(wide, default_stats=False, **settings)  # no statistics: nothing to hold
+    monkeypatch.setattr(plan, "free_bytes", lambda devices: None)
+    run = sluice.sample(wide, sink=None, **settings)
+    assert run.summary().shape[0] == 200

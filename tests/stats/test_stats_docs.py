@@ -22,7 +22,7 @@ def _blocks_after(heading: str) -> list[str]:
 def test_examples_run_in_order():
     """Every example of the page, in order, in one namespace (later ones reuse names)."""
     blocks = _blocks_after("# Streaming statistics")
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, str(DOC), "exec"), namespace)  # the blocks assert their results

@@ -175,13 +175,7 @@ class Compiler:
             return
         self._precompiling = True
         key, start = self.statistics_start()
-        example: Any = jax.ShapeDtypeStruct((p.flat.dim,), p.flat.dtype)
-        pilot = p.program.statistic.pilot
-        if pilot:
-            example = jax.tree.map(
-                lambda s: jax.ShapeDtypeStruct((p.config.chains * pilot, *s.shape), s.dtype),
-                p.flat.draw_shapes(),
-            )
+        example = run_statistics.start_example(p.flat, p.program.statistic, p.config.chains)
         states = jax.eval_shape(start, p.flat.consts, example)
         state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states))
         if state_bytes >= FOREGROUND_STATISTICS_BYTES:

@@ -19,10 +19,12 @@ import numpy as np
 
 from sluice import stats as _stats
 from sluice._jax import compile as programs
+from sluice._jax.memory import free_bytes
 from sluice.io.sinks import Layout, MemorySink, ResumableSink
 from sluice.mcmc.chain_method import choose_chain_method, step_bytes
 from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
 from sluice.model import FlatModel, Model, as_model
+from sluice.runtime import statistics as run_statistics
 from sluice.runtime.config import RunConfig
 from sluice.runtime.parallel import Topology
 from sluice.stats.base import Statistic
@@ -147,6 +149,7 @@ class Plan:
             topology.mesh,
             config.chains if across_chains else None,
         )
+        _check_statistics_memory(flat, program.statistic, statistics, config, layout, topology)
         return cls(
             config,
             model,
@@ -272,6 +275,37 @@ def _compile_options(
     if seen <= CLASSIC_STATISTICS_ELEMENT_DRAWS:  # (on the CPU: traffic is None elsewhere)
         return options, dict(programs.CLASSIC_EMITTER_OPTIONS)
     return options, None
+
+
+def _check_statistics_memory(
+    flat: FlatModel, statistic: Statistic, statistics: dict[str, Statistic], config: RunConfig,
+    layout: Layout, topology: Topology,
+) -> None:  # fmt: skip
+    """Raise, before anything compiles or a store is written, when this process's
+    statistics' states alone would not fit in the memory free on its devices: the run
+    would otherwise fail when they are allocated, after its warmup."""
+    if not statistics:
+        return
+    free = free_bytes([d for d in topology.devices if d.process_index == topology.process_index])
+    if free is None:
+        return
+    slots = topology.slots_per_process
+    _, start = run_statistics.start_program(flat, statistic, slots)
+    example = run_statistics.start_example(flat, statistic, config.chains)
+    states = jax.eval_shape(start, flat.consts, example)
+    need = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states))
+    if need <= free:
+        return
+    elements = _posterior_elements(layout)
+    names = ", ".join(repr(n) for n in sorted(statistics))
+    default = DEFAULT_STATISTIC in statistics
+    raise ValueError(
+        f"the statistics ({names}) need {need / 2**30:.1f} GiB for this process's "
+        f"{slots:,} chains of {elements:,} elements ({need / (slots * max(elements, 1)):,.0f} "
+        f"bytes per element and chain), more than the {free / 2**30:.1f} GiB free on its "
+        f"devices; sample fewer chains, spread them over more devices or hosts"
+        + (", or pass default_stats=False (a sink keeps the draws for ArviZ)" if default else "")
+    )
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:

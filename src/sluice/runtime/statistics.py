@@ -28,6 +28,7 @@ __all__ = [
     "finalize",
     "merge_chains",
     "precompile",
+    "start_example",
     "start_program",
     "summarize",
 ]
@@ -57,6 +58,17 @@ def start_program(
         return key, start
     devices = tuple(d.id for d in sharding.mesh.devices.flat)
     return (*key, devices), jax.jit(start, out_shardings=sharding)
+
+
+def start_example(flat: FlatModel, statistic: Statistic, chains: int) -> Any:
+    """The shapes of the example that :func:`start_program`'s ``start`` takes: one
+    unconstrained position, or the ``chains`` chains' pooled pilot draws."""
+    if not statistic.pilot:
+        return jax.ShapeDtypeStruct((flat.dim,), flat.dtype)
+    rows = chains * statistic.pilot
+    return jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct((rows, *s.shape), s.dtype), flat.draw_shapes()
+    )
 
 
 def _key(program: str, statistic: Statistic) -> tuple:
