@@ -245,14 +245,14 @@ EXACT = {"brownian": _brownian_known_scales, "brownian_scales": brownian_exact}
 
 
 # -- the libraries: each returns draws (chain, draw, dim), gradients per draw, its figures -------
-def run_sluice(t: dict[str, Any], seed: int) -> dict[str, Any]:
+def run_sluice(t: dict[str, Any], seed: int, **settings: Any) -> dict[str, Any]:
     import numpy as np
 
     import sluice
 
     begin = time.perf_counter()
     run = sluice.sample(t["logdensity"], init=t["init"], chains=CHAINS, warmup=WARMUP,
-                        draws=DRAWS, seed=seed)  # fmt: skip
+                        draws=DRAWS, seed=seed, **settings)  # fmt: skip
     (z,) = (np.asarray(v) for v in run.draws.values())
     wall = time.perf_counter() - begin
     stats = run.sample_stats
@@ -360,8 +360,15 @@ RUNNERS = {
     "sluice": run_sluice,
     "blackjax": run_blackjax,
     "numpyro": run_numpyro,
-    "sluice-fisher": run_sluice_fisher,  # only when named in --libraries
+    "sluice-fisher": run_sluice_fisher,  # these two: only when named in --libraries
+    "sluice-diag": lambda t, seed: run_sluice(t, seed, kernel=_nuts_diag()),
 }
+
+
+def _nuts_diag() -> Any:
+    import sluice
+
+    return sluice.nuts(mass_matrix="diag")
 
 
 # -- the checks ---------------------------------------------------------------------------------
