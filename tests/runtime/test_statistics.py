@@ -188,21 +188,28 @@ def test_compiled_says_whether_summarize_would_compile(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "spent, elapsed, last, ready, due",
+    "spent, previous, elapsed, last, ready, due",
     [
-        (0.0, 1.0, False, False, False),  # never waits for a compile
-        (0.0, 1.0, True, False, True),  # but the last chunk shows the run's summary
-        (0.04, 1.0, False, True, True),  # within the share
-        (0.06, 1.0, False, True, False),  # past it
-        (0.06, 1.0, True, True, True),  # the last chunk is read
+        (0.0, None, 1.0, False, False, False),  # never waits for a compile
+        (0.0, None, 1.0, True, False, True),  # but the last chunk shows the run's summary
+        (0.0, None, 1.0, False, True, False),  # a first reading would take 10% of 1 s
+        (0.0, None, 2.0, False, True, True),  # but only 5% of 2 s
+        (0.03, 0.01, 1.0, False, True, True),  # this one too within the share
+        (0.03, 0.03, 1.0, False, True, False),  # this one would pass it
+        (0.06, 0.01, 1.0, True, True, True),  # the last chunk is read
     ],
 )
-def test_the_display_reads_the_statistics_within_its_share(monkeypatch, spent, elapsed, last,
-                                                            ready, due):  # fmt: skip
+def test_the_display_reads_the_statistics_within_its_share(monkeypatch, spent, previous, elapsed,
+                                                            last, ready, due):  # fmt: skip
+    """Readings, the next one included at the last one's cost, stay within 5% of the
+    sampling phase's wall time."""
     readouts = session_module._Readouts()
     readouts.spent = spent
+    if previous is not None:
+        readouts.last = previous
     monkeypatch.setattr(session_module.time, "perf_counter", lambda: readouts.start + elapsed)
     assert session_module.READOUT_SHARE == 0.05
+    assert session_module.FIRST_READOUT_SECONDS == 0.1
     assert readouts.due(last, ready) is due
 
 

@@ -210,7 +210,8 @@ class Compiler:
         if thread is None or not thread.is_alive():
             return
         p, t = self.plan, self.plan.topology
-        held = sum(x.nbytes for x in jax.tree.leaves(t.local(carry)))
+        # from the shapes (this process's share of the slots): no copy to the host
+        held = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(carry)) // t.process_count
         if p.program.record:
             slots = t.local_slots
             held += 2 * p.config.chunk_size * (slots.stop - slots.start) * bytes_per_draw(p.layout)
