@@ -9,6 +9,7 @@ the memory free on a set of devices, where it can be known.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -41,38 +42,25 @@ def release() -> bool:
 
 
 def free_bytes(devices: list[Any]) -> int | None:
-    """Bytes free on ``devices`` together: an accelerator's limit less its use, as JAX
-    reports them; for CPU devices (which share the host's memory) the host's available
-    memory (Linux ``MemAvailable``, within the process's cgroup limit); ``None`` where
-    it cannot be known."""
+    """Bytes free on ``devices`` together: for CPU devices (which share the host's
+    memory) Linux's ``MemAvailable``, within a cgroup v2 limit; elsewhere each device's
+    limit less its use, as JAX reports them; ``None`` where it cannot be known."""
     if devices and devices[0].platform == "cpu":
-        return _host_available()
-    total = 0
-    for device in devices:
         try:
-            stats = device.memory_stats() or {}
-        except Exception:  # some backends do not implement memory_stats
+            with open("/proc/meminfo") as f:
+                info = dict(line.split(":", 1) for line in f if ":" in line)
+            free = int(info["MemAvailable"].split()[0]) * 1024
+        except (OSError, KeyError, ValueError):
             return None
-        if "bytes_limit" not in stats:
-            return None
-        total += max(0, stats["bytes_limit"] - stats.get("bytes_in_use", 0))
-    return total if devices else None
-
-
-def _host_available() -> int | None:
+        with contextlib.suppress(OSError, ValueError):  # a container's limit
+            with open("/sys/fs/cgroup/memory.max") as a, open("/sys/fs/cgroup/memory.current") as b:
+                limit, used = a.read().strip(), int(b.read())
+            free = free if limit == "max" else min(free, max(0, int(limit) - used))
+        return free
     try:
-        with open("/proc/meminfo") as f:
-            fields = dict(line.split(":", 1) for line in f if ":" in line)
-        available = int(fields["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
+        stats = [d.memory_stats() or {} for d in devices]
+    except Exception:  # some backends do not implement memory_stats
         return None
-    try:  # a container's limit (cgroup v2), when it is the tighter one
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            current = int(f.read().strip())
-        if limit != "max":
-            available = min(available, max(0, int(limit) - current))
-    except (OSError, ValueError):
-        pass
-    return available
+    if not stats or any("bytes_limit" not in m for m in stats):
+        return None
+    return sum(max(0, m["bytes_limit"] - m.get("bytes_in_use", 0)) for m in stats)

@@ -282,30 +282,27 @@ def _check_statistics_memory(
     layout: Layout, topology: Topology,
 ) -> None:  # fmt: skip
     """Raise, before anything compiles or a store is written, when this process's
-    statistics' states alone would not fit in the memory free on its devices: the run
-    would otherwise fail when they are allocated, after its warmup."""
-    if not statistics:
-        return
-    free = free_bytes([d for d in topology.devices if d.process_index == topology.process_index])
+    statistics' states alone exceed the memory free on its devices (the run would fail
+    when they are allocated, after its warmup)."""
+    local = [d for d in topology.devices if d.process_index == topology.process_index]
+    free = free_bytes(local) if statistics else None
     if free is None:
         return
-    slots = topology.slots_per_process
+    slots, elements = topology.slots_per_process, max(_posterior_elements(layout), 1)
     _, start = run_statistics.start_program(flat, statistic, slots)
     example = run_statistics.start_example(flat, statistic, config.chains)
-    states = jax.eval_shape(start, flat.consts, example)
-    need = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states))
-    if need <= free:
-        return
-    elements = _posterior_elements(layout)
-    names = ", ".join(repr(n) for n in sorted(statistics))
-    default = DEFAULT_STATISTIC in statistics
-    raise ValueError(
-        f"the statistics ({names}) need {need / 2**30:.1f} GiB for this process's "
-        f"{slots:,} chains of {elements:,} elements ({need / (slots * max(elements, 1)):,.0f} "
-        f"bytes per element and chain), more than the {free / 2**30:.1f} GiB free on its "
-        f"devices; sample fewer chains, spread them over more devices or hosts"
-        + (", or pass default_stats=False (a sink keeps the draws for ArviZ)" if default else "")
-    )
+    need = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(
+        jax.eval_shape(start, flat.consts, example)))  # fmt: skip
+    if need > free:
+        raise ValueError(
+            f"the statistics ({', '.join(map(repr, sorted(statistics)))}) need "
+            f"{need / 2**30:.1f} GiB for this process's {slots:,} chains of {elements:,} "
+            f"elements ({need / (slots * elements):,.0f} bytes per element and chain), more "
+            f"than the {free / 2**30:.1f} GiB free on its devices; sample fewer chains, "
+            "spread them over more devices or hosts"
+            + (", or pass default_stats=False (a sink keeps the draws for ArviZ)"
+               if DEFAULT_STATISTIC in statistics else "")
+        )  # fmt: skip
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
