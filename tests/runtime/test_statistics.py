@@ -125,15 +125,16 @@ def test_large_runs_wait_for_the_statistics_compile_before_sampling(monkeypatch,
 
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
     monkeypatch.setattr(compiling, "AWAIT_COMPILE_BYTES", threshold)
+    programs.clear()  # every statistics' program compiles in this run
     release = threading.Event()
-    real = programs.compiled
+    real = programs.fill
 
-    def slow(key, fn, args, **kw):  # the background compile lasts until the test releases it
+    def slow(pending, **kw):  # the background compile lasts until the test releases it
         if threading.current_thread().name == "sluice-precompile":
             release.wait(timeout=5.0)
-        return real(key, fn, args, **kw)
+        return real(pending, **kw)
 
-    monkeypatch.setattr(programs, "compiled", slow)
+    monkeypatch.setattr(programs, "fill", slow)
     seen = []
     advance = session_module.Session._advance
 
@@ -169,7 +170,7 @@ def test_the_statistics_update_compiles_after_the_chunk_program(monkeypatch):
                         devices=jax.devices()[:1])  # fmt: skip
     programs.wait()
     assert where["advance_donated"] == "sluice-compile"
-    assert where["update_statistics_donated"] == "sluice-precompile"
+    assert where["update_statistics_donated"] == "sluice-precompile-start"
     assert np.all(np.isfinite(run.summary()["mean"]))
 
 
@@ -238,16 +239,18 @@ def test_large_statistics_compile_where_they_are_used(monkeypatch):
 
 
 def _compiled_where(monkeypatch) -> dict:
-    """``{chunk program name: the thread that compiled it}``, filled as a run compiles."""
+    """``{chunk program name: the thread that compiled it}``, filled as a run compiles
+    (every compile of the cache goes through ``programs.fill``)."""
     import threading
 
     where = {}
-    real = programs.compiled
+    real = programs.fill
 
-    def record(key, fn, args, **kw):
+    def record(pending, **kw):
+        key = pending.entry[0]
         if isinstance(key, tuple) and key and key[0] == "mcmc.chunk":
             where.setdefault(key[1], threading.current_thread().name)
-        return real(key, fn, args, **kw)
+        return real(pending, **kw)
 
-    monkeypatch.setattr(programs, "compiled", record)
+    monkeypatch.setattr(programs, "fill", record)
     return where

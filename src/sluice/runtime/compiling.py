@@ -46,6 +46,7 @@ class Compiler:
         self._precompile_thread: threading.Thread | None = None  # until sampling starts
         self._statistics_thread: threading.Thread | None = None
         self._statistics_job: Callable[[], None] | None = None  # see compile_beside
+        self._statistics_args: tuple | None = None  # the shapes it compiles for
         self._foreground = False  # the statistics compile in the foreground
 
     # -- which program, with which options -------------------------------------------
@@ -144,9 +145,8 @@ class Compiler:
         args = advance_args(carry, 0, p.config.warmup + p.config.draws)
         if stats is not None and p.config.draws > 0:  # the statistics' own program: later
             draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
-            self._statistics_job = self._job(
-                self.statistics_name, self.statistics_args(stats, draws, 1)
-            )
+            self._statistics_args = self.statistics_args(stats, draws, 1)
+            self._statistics_job = self._job(self.statistics_name, self._statistics_args)
         return programs.in_background(self._job(self.advance_name, args), "sluice-compile")
 
     def _job(self, name: str, args: tuple) -> Callable[[], None]:
@@ -160,6 +160,49 @@ class Compiler:
                 programs.compiled(key, fn, args, options=options)
 
         return work
+
+    def lower_statistics(self, beside: threading.Thread | None) -> None:
+        """Start the statistics' programs while ``beside``, the chunk program's compile,
+        runs: traced and lowered at once in two background threads (holding the GIL,
+        which the main thread, waiting for ``beside``, does not need), compiled once
+        ``beside`` has finished (two compiles at once raise peak memory), the update and
+        start programs that the sampling phase needs first before the merge and
+        finalize. Traced during the warmup, they held the GIL against its chunks."""
+        p = self.plan
+        if beside is None or self._precompiling or not p.statistics or p.config.draws == 0:
+            return
+        key, start = self.statistics_start()
+        example = run_statistics.start_example(p.flat, p.program.statistic, p.config.chains)
+        states = jax.eval_shape(start, p.flat.consts, example)
+        if sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
+            FOREGROUND_STATISTICS_BYTES
+        ):
+            return  # precompile_statistics leaves them to the foreground
+        self._precompiling = True
+        name, args = self.statistics_name, self._statistics_args
+        self._statistics_job = None
+
+        def first() -> None:  # the update and start programs
+            update = None
+            if args is not None:  # (a failure is left for the foreground call, which raises)
+                with contextlib.suppress(Exception):
+                    _, update = programs.lower(self.program_key(name), p.program.jitted(name), args)
+            starting = run_statistics.lowered({}, None, (key, start, (p.flat.consts, example)))
+            beside.join()
+            run_statistics.fill(starting)
+            if update is not None:
+                with contextlib.suppress(Exception):
+                    programs.fill(update, options=self.xla_options(name))
+
+        starting = programs.in_background(first, "sluice-precompile-start")
+
+        def then() -> None:  # the merge and finalize
+            readout = run_statistics.lowered(p.statistics, states)
+            starting.join()
+            run_statistics.fill(readout)
+
+        thread = programs.in_background(then, "sluice-precompile")
+        self._precompile_thread = self._statistics_thread = thread
 
     def precompile_statistics(self) -> None:
         """Compile the statistics' programs in a background thread

@@ -137,6 +137,7 @@ class Session:
             kernel = self.carry.kernel
             values = (kernel.logdensity, kernel.logdensity_grad, kernel.position)
             check_initial_values(self.plan.flat, *self._local_real(values))
+        self.compiler.lower_statistics(beside)  # traced while the chunk program compiles
         if beside is not None:
             self.compiler.join(beside)
         self.info.num_gradients_warmup += int(np.sum(self._local_real(grads), dtype=np.int64))

@@ -144,35 +144,59 @@ def compiled(statistic: Statistic, one: Any) -> bool:
     )
 
 
-def _merge_and_finalize(statistic: Statistic, one: Any) -> None:
-    """Compile ``statistic``'s merge of two states shaped like ``one``, and its finalize.
+def lowered(
+    statistics: dict[str, Statistic], states: Any, start: tuple | None = None
+) -> list[programs.Pending]:
+    """Trace and lower a run's statistics' ``merge`` and ``finalize`` for states shaped
+    like ``states`` (``{name: state}`` with a leading slot axis), and first, with
+    ``start = (key, fn, args)``, the start program that makes them (from
+    :func:`start_program`); their compiles are left to :func:`fill`. Lowering holds
+    the GIL. Programs that another caller claimed, or that fail to lower (the
+    foreground call raises), are left out."""
+    pendings: list[programs.Pending] = []
 
-    Programs small enough for the fast options compile at the same time (merge in a
-    second thread); larger ones one after the other, so that their memory does not stack.
-    """
-    blocked = _blocked(statistic, one)  # then the programs of one block of elements
-    merge_key, finalize_key, one = _readout_programs(statistic, one)
-    finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
-    future, pending = programs.lower(merge_key, statistic.merge, (one, one))
-    side = None
-    if pending is not None:
-        merged = pending.out_info
-        if programs.compile_options((one, one), merged) is not None:
+    def shapes(key: tuple, fn: Callable, args: tuple) -> Any:
+        future, pending = programs.lower(key, fn, args)
+        if pending is None:
+            return future.result().out_info
+        pendings.append(pending)
+        return pending.out_info
 
-            def fill() -> None:
-                # a failure is left for the foreground call, which compiles again and raises
-                with contextlib.suppress(Exception):
-                    programs.fill(pending, fast_if_small=True)
+    with contextlib.suppress(Exception):
+        if start is not None:
+            key, fn, args = start
+            specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), x.dtype), args)
+            states = shapes(key, fn, specs)
+        for name, statistic in statistics.items():
+            one = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name])
+            blocked = _blocked(statistic, one)  # then the programs of one block of elements
+            merge_key, finalize_key, one = _readout_programs(statistic, one)
+            merged = shapes(merge_key, statistic.merge, (one, one))
+            finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
+            shapes(finalize_key, finalize_fn, (merged,))
+    return pendings
 
-            side = threading.Thread(target=fill, name="sluice-precompile-merge")
-            side.start()
-        else:
+
+def fill(pendings: list[programs.Pending]) -> None:
+    """Compile :func:`lowered`'s programs, with the fast options where small: two at
+    a time when both are small (XLA releases the GIL), else one after the other, so
+    that their memory does not stack. A failure is left for the foreground call, which
+    compiles again and raises."""
+
+    def one(pending: programs.Pending) -> None:
+        with contextlib.suppress(Exception):
             programs.fill(pending, fast_if_small=True)
-    else:
-        merged = future.result().out_info
-    try:
-        programs.compiled(finalize_key, finalize_fn, (merged,), fast_if_small=True)
-    finally:
+
+    def small(pending: programs.Pending) -> bool:
+        return programs.compile_options(pending.args, pending.out_info) is not None
+
+    queue = list(pendings)
+    while queue:
+        pending, side = queue.pop(0), None
+        if queue and small(pending) and small(queue[0]):
+            side = threading.Thread(target=one, args=(queue.pop(0),), name="sluice-precompile-2")
+            side.start()
+        one(pending)
         if side is not None:
             side.join()
 
@@ -184,31 +208,15 @@ def precompile(
     start_args: tuple,
     first: Callable[[], None] | None = None,
 ) -> threading.Thread | None:
-    """Compile a run's statistics' start, merge and finalize in a background thread.
-
-    ``start`` (from :func:`start_program`, keyed ``start_key``) returns
-    ``{name: state}`` with a leading slot axis. Returns the (non-daemon) thread, or
-    ``None`` when there is nothing to do or background compiles are off; failures are
-    left for the foreground calls to raise. ``first`` runs before the others.
-    """
+    """Compile a run's statistics' start, merge and finalize in a background thread
+    (:func:`lowered`, then :func:`fill`); ``first`` runs before them. Returns the
+    (non-daemon) thread, or ``None`` when background compiles are off."""
     if not statistics or not programs.background_enabled():
         return None
-    specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), x.dtype), start_args)
 
     def work() -> None:
         if first is not None:
             first()
-        try:
-            states = programs.compiled(start_key, start, specs, fast_if_small=True).out_info
-        except Exception:
-            return
-        for name, statistic in statistics.items():
-            try:
-                one = jax.tree.map(
-                    lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name]
-                )
-                _merge_and_finalize(statistic, one)
-            except Exception:
-                continue
+        fill(lowered(statistics, None, (start_key, start, start_args)))
 
     return programs.in_background(work, "sluice-precompile")
