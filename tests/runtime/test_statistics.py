@@ -26,7 +26,7 @@ def _count_compiles(monkeypatch) -> list:
     return calls
 
 
-def test_precompile_leaves_nothing_to_compile(monkeypatch):
+def test_lowered_and_filled_leave_nothing_to_compile(monkeypatch):
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
     mean, variance = stats.mean(), stats.variance()
     statistic = stats.group({"mean": mean, "var": variance})
@@ -37,17 +37,14 @@ def test_precompile_leaves_nothing_to_compile(monkeypatch):
         return jax.tree.map(lambda v: jnp.broadcast_to(v, (slots, *v.shape)), state)
 
     position = jax.ShapeDtypeStruct((2,), jnp.float32)
-    thread = run_statistics.precompile(
-        {"mean": mean, "var": variance}, ("start", slots), start, (position,)
-    )
-    assert thread is not None
-    thread.join()
+    starting = (("start", slots), start, (position,))
+    run_statistics.fill(run_statistics.lowered({"mean": mean, "var": variance}, None, starting))
     calls = _count_compiles(monkeypatch)
     states = programs.call(("start", slots), start, np.array([1.0, 2.0], np.float32))
     one = jax.tree.map(lambda v: np.asarray(v[0]), states["mean"])
     merged = run_statistics.merge_chains(mean, [one, one])
     run_statistics.finalize(mean, merged)
-    assert calls == [], "start, merge and finalize were compiled in the background"
+    assert calls == [], "start, merge and finalize were compiled beforehand"
 
 
 def test_a_failing_background_compile_is_raised_in_the_foreground(monkeypatch):
@@ -55,8 +52,8 @@ def test_a_failing_background_compile_is_raised_in_the_foreground(monkeypatch):
         return x["missing"]
 
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
-    thread = run_statistics.precompile({"s": stats.mean()}, "bad", bad, ({"a": np.zeros(2)},))
-    thread.join()  # swallowed there
+    lowered = run_statistics.lowered({"s": stats.mean()}, None, ("bad", bad, ({"a": np.zeros(2)},)))
+    run_statistics.fill(lowered)  # swallowed there
     with pytest.raises(KeyError, match="missing"):
         programs.call("bad", bad, {"a": np.zeros(2)})
 

@@ -434,7 +434,8 @@ def test_a_large_summary_is_merged_and_finalized_in_blocks_of_elements(monkeypat
     monkeypatch.setenv("SLUICE_BACKGROUND_COMPILE", "1")
     one = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), states[0])
     start = lambda: {"summary": jax.tree.map(lambda v: v[None], states[0])}  # noqa: E731
-    run_statistics.precompile({"summary": s}, ("block-test-start",), start, ()).join()
+    starting = (("block-test-start",), start, ())
+    run_statistics.fill(run_statistics.lowered({"summary": s}, None, starting))
     seen = []
     real_call = programs.call
 

@@ -161,24 +161,24 @@ class Compiler:
 
         return work
 
-    def lower_statistics(self, beside: threading.Thread | None) -> None:
-        """Start the statistics' programs while ``beside``, the chunk program's compile,
-        runs: traced and lowered at once in two background threads (holding the GIL,
-        which the main thread, waiting for ``beside``, does not need), compiled once
-        ``beside`` has finished (two compiles at once raise peak memory), the update and
-        start programs that the sampling phase needs first before the merge and
-        finalize. Traced during the warmup, they held the GIL against its chunks."""
+    def precompile_statistics(self, beside: threading.Thread | None = None) -> None:
+        """Compile the statistics' programs in background threads: traced at once (beside
+        ``beside``, the chunk program's compile, while the main thread waits), compiled
+        once ``beside`` is done, the update and start programs first (docs/architecture.md,
+        "The host loop"). Statistics whose states hold at least
+        :data:`FOREGROUND_STATISTICS_BYTES` compile where they are first used instead."""
         p = self.plan
-        if beside is None or self._precompiling or not p.statistics or p.config.draws == 0:
+        if self._precompiling or not p.statistics:
             return
+        self._precompiling = True
         key, start = self.statistics_start()
         example = run_statistics.start_example(p.flat, p.program.statistic, p.config.chains)
         states = jax.eval_shape(start, p.flat.consts, example)
-        if sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
+        self._foreground = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
             FOREGROUND_STATISTICS_BYTES
-        ):
-            return  # precompile_statistics leaves them to the foreground
-        self._precompiling = True
+        )  # fmt: skip
+        if self._foreground or not programs.background_enabled():
+            return
         name, args = self.statistics_name, self._statistics_args
         self._statistics_job = None
 
@@ -188,7 +188,8 @@ class Compiler:
                 with contextlib.suppress(Exception):
                     _, update = programs.lower(self.program_key(name), p.program.jitted(name), args)
             starting = run_statistics.lowered({}, None, (key, start, (p.flat.consts, example)))
-            beside.join()
+            if beside is not None:
+                beside.join()
             run_statistics.fill(starting)
             if update is not None:
                 with contextlib.suppress(Exception):
@@ -203,31 +204,6 @@ class Compiler:
 
         thread = programs.in_background(then, "sluice-precompile")
         self._precompile_thread = self._statistics_thread = thread
-
-    def precompile_statistics(self) -> None:
-        """Compile the statistics' programs in a background thread
-        (:func:`sluice.runtime.statistics.precompile`) while this one warms up; started
-        once the chunk program is compiled, as two compiles at once raise peak memory.
-
-        Statistics whose states hold at least :data:`FOREGROUND_STATISTICS_BYTES` compile
-        where they are first used instead, so that the first sampling chunk does not
-        hold one more state's worth of memory.
-        """
-        p = self.plan
-        if self._precompiling or not p.statistics:
-            return
-        self._precompiling = True
-        key, start = self.statistics_start()
-        example = run_statistics.start_example(p.flat, p.program.statistic, p.config.chains)
-        states = jax.eval_shape(start, p.flat.consts, example)
-        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states))
-        if state_bytes >= FOREGROUND_STATISTICS_BYTES:
-            self._foreground = True
-            return
-        self._precompile_thread = run_statistics.precompile(
-            p.statistics, key, start, (p.flat.consts, example), first=self._statistics_job
-        )
-        self._statistics_thread = self._precompile_thread
 
     def await_statistics(self) -> None:
         """Wait for the statistics' background compile, if any is still running (the

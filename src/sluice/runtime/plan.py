@@ -236,11 +236,8 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
 
 
 # Streaming statistics over more elements than this compile with XLA's default emitters,
-# which run them faster there (docs/architecture.md), unless they see at most
-# CLASSIC_STATISTICS_ELEMENT_DRAWS element-draws (chains x draws x elements): the classic
-# emitters compile their program 0.4-0.9 s sooner and run it 9-25 ns per element-draw
-# slower, so below 20M element-draws (the least break-even measured, 10,000 elements) the
-# compile saves more than the update loses (bench/studies/stats_compile.py --program update).
+# which run them faster there, unless they see at most CLASSIC_STATISTICS_ELEMENT_DRAWS
+# element-draws (chains x draws x elements), where the quicker compile wins (docs/architecture.md).
 CLASSIC_STATISTICS_ELEMENTS = 100
 CLASSIC_STATISTICS_ELEMENT_DRAWS = 20_000_000
 # A run whose statistics see at most this many element-draws (chains x draws x elements)

@@ -44,8 +44,7 @@ def _until_fields(worst: dict[str, float] | None) -> dict[str, float]:
 WATCH_ELEMENTS = 2**16
 # The share of the sampling phase's wall time that live diagnostics may take (see _Readouts).
 READOUT_SHARE = 0.05
-# What a first reading is expected to take (merging and finalizing 1,000 elements of 4
-# chains took 0.08-0.14 s on two cores).
+# A first reading's expected cost (4 chains of 1,000 elements: 0.08-0.14 s on two cores).
 FIRST_READOUT_SECONDS = 0.1
 
 
@@ -137,8 +136,8 @@ class Session:
             kernel = self.carry.kernel
             values = (kernel.logdensity, kernel.logdensity_grad, kernel.position)
             check_initial_values(self.plan.flat, *self._local_real(values))
-        self.compiler.lower_statistics(beside)  # traced while the chunk program compiles
         if beside is not None:
+            self.compiler.precompile_statistics(beside)  # traced while the chunk program compiles
             self.compiler.join(beside)
         self.info.num_gradients_warmup += int(np.sum(self._local_real(grads), dtype=np.int64))
         self._timed("warmup_seconds", t0, c0)

@@ -2,7 +2,8 @@
 
 These run outside the chunk, through the compile cache (:mod:`sluice._jax.compile`)
 under keys made of the statistic's :attr:`~sluice.stats.Statistic.cache_key`;
-:func:`precompile` compiles them in a background thread while the run samples. An
+:func:`lowered` traces them and :func:`fill` compiles them, in the session's background
+threads (:meth:`~sluice.runtime.compiling.Compiler.precompile_statistics`). An
 element-wise statistic (:class:`~sluice.stats.base.Blocks`) is merged and finalized
 :data:`ELEMENT_BLOCK` elements at a time, one program serving every block.
 """
@@ -25,9 +26,10 @@ from sluice.stats.base import Statistic
 __all__ = [
     "ELEMENT_BLOCK",
     "compiled",
+    "fill",
     "finalize",
+    "lowered",
     "merge_chains",
-    "precompile",
     "start_example",
     "start_program",
     "summarize",
@@ -147,12 +149,11 @@ def compiled(statistic: Statistic, one: Any) -> bool:
 def lowered(
     statistics: dict[str, Statistic], states: Any, start: tuple | None = None
 ) -> list[programs.Pending]:
-    """Trace and lower a run's statistics' ``merge`` and ``finalize`` for states shaped
-    like ``states`` (``{name: state}`` with a leading slot axis), and first, with
-    ``start = (key, fn, args)``, the start program that makes them (from
-    :func:`start_program`); their compiles are left to :func:`fill`. Lowering holds
-    the GIL. Programs that another caller claimed, or that fail to lower (the
-    foreground call raises), are left out."""
+    """Trace and lower the statistics' ``merge`` and ``finalize`` for ``states``
+    (``{name: state}`` with a leading slot axis), first, with ``start = (key, fn,
+    args)``, the start program that makes them, for :func:`fill` to compile. Programs
+    another caller claimed, or that fail to lower (the foreground call raises), are
+    left out."""
     pendings: list[programs.Pending] = []
 
     def shapes(key: tuple, fn: Callable, args: tuple) -> Any:
@@ -178,10 +179,9 @@ def lowered(
 
 
 def fill(pendings: list[programs.Pending]) -> None:
-    """Compile :func:`lowered`'s programs, with the fast options where small: two at
-    a time when both are small (XLA releases the GIL), else one after the other, so
-    that their memory does not stack. A failure is left for the foreground call, which
-    compiles again and raises."""
+    """Compile :func:`lowered`'s programs, with the fast options where small, two at a
+    time when both are small (else their memory would stack); a failure is left for the
+    foreground call, which compiles again and raises."""
 
     def one(pending: programs.Pending) -> None:
         with contextlib.suppress(Exception):
@@ -199,24 +199,3 @@ def fill(pendings: list[programs.Pending]) -> None:
         one(pending)
         if side is not None:
             side.join()
-
-
-def precompile(
-    statistics: dict[str, Statistic],
-    start_key: tuple,
-    start: Callable,
-    start_args: tuple,
-    first: Callable[[], None] | None = None,
-) -> threading.Thread | None:
-    """Compile a run's statistics' start, merge and finalize in a background thread
-    (:func:`lowered`, then :func:`fill`); ``first`` runs before them. Returns the
-    (non-daemon) thread, or ``None`` when background compiles are off."""
-    if not statistics or not programs.background_enabled():
-        return None
-
-    def work() -> None:
-        if first is not None:
-            first()
-        fill(lowered(statistics, None, (start_key, start, start_args)))
-
-    return programs.in_background(work, "sluice-precompile")
