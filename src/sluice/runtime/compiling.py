@@ -45,8 +45,7 @@ class Compiler:
         self._precompiling = False
         self._precompile_thread: threading.Thread | None = None  # until sampling starts
         self._statistics_thread: threading.Thread | None = None
-        self._statistics_job: Callable[[], None] | None = None  # see compile_beside
-        self._statistics_args: tuple | None = None  # the shapes it compiles for
+        self._statistics_args: tuple | None = None  # their own program's, see compile_beside
         self._foreground = False  # the statistics compile in the foreground
 
     # -- which program, with which options -------------------------------------------
@@ -146,7 +145,6 @@ class Compiler:
         if stats is not None and p.config.draws > 0:  # the statistics' own program: later
             draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
             self._statistics_args = self.statistics_args(stats, draws, 1)
-            self._statistics_job = self._job(self.statistics_name, self._statistics_args)
         return programs.in_background(self._job(self.advance_name, args), "sluice-compile")
 
     def _job(self, name: str, args: tuple) -> Callable[[], None]:
@@ -180,7 +178,7 @@ class Compiler:
         if self._foreground or not programs.background_enabled():
             return
         name, args = self.statistics_name, self._statistics_args
-        self._statistics_job = None
+        self._statistics_args = None
 
         def first() -> None:  # the update and start programs
             update = None
@@ -215,10 +213,10 @@ class Compiler:
     def compile_statistics_update(self) -> None:
         """Compile the statistics' update program now, where they compile in the
         foreground (:meth:`precompile_statistics`), at the run's lowest memory."""
-        job, self._statistics_job = self._statistics_job, None
-        if job is not None and self._foreground:
+        args, self._statistics_args = self._statistics_args, None
+        if args is not None and self._foreground:
             t0 = time.perf_counter()
-            job()
+            self._job(self.statistics_name, args)()
             self.seconds += time.perf_counter() - t0
 
     def await_precompile(self, carry: Any) -> None:
