@@ -171,7 +171,7 @@ class Compiler:
         self._precompiling = True
         key, start = self.statistics_start()
         example = run_statistics.start_example(p.flat, p.program.statistic, p.config.chains)
-        states = jax.eval_shape(start, p.flat.consts, example)
+        states = p.statistics_shapes
         self._foreground = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(states)) >= (
             FOREGROUND_STATISTICS_BYTES
         )  # fmt: skip

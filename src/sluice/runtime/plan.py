@@ -51,6 +51,7 @@ class Plan:
     resumable: bool  # the sink checkpoints (describe() then identifies the model fully)
     compile_options: dict[str, Any] | None = None  # XLA's, for the chunk program
     statistics_options: dict[str, Any] | None = None  # XLA's, for update_statistics
+    statistics_shapes: Any = None  # {name: state}, this process's slots (ShapeDtypeStructs)
 
     @classmethod
     def build(
@@ -149,7 +150,14 @@ class Plan:
             topology.mesh,
             config.chains if across_chains else None,
         )
-        _check_statistics_memory(flat, program.statistic, statistics, config, layout, topology)
+        shapes = None
+        if statistics:  # from the start program's shapes (the memory check, the precompile)
+            _, start = run_statistics.start_program(
+                flat, program.statistic, topology.slots_per_process
+            )
+            example = run_statistics.start_example(flat, program.statistic, config.chains)
+            shapes = jax.eval_shape(start, flat.consts, example)
+            _check_statistics_memory(statistics, shapes, layout, topology)
         return cls(
             config,
             model,
@@ -162,6 +170,7 @@ class Plan:
             check_init,
             isinstance(sink, ResumableSink),
             *_compile_options(traffic, config, layout, statistics, program.separate_statistics),
+            statistics_shapes=shapes,
         )
 
     @property
@@ -275,31 +284,25 @@ def _compile_options(
 
 
 def _check_statistics_memory(
-    flat: FlatModel, statistic: Statistic, statistics: dict[str, Statistic], config: RunConfig,
-    layout: Layout, topology: Topology,
-) -> None:  # fmt: skip
+    statistics: dict[str, Statistic], shapes: Any, layout: Layout, topology: Topology
+) -> None:
     """Raise, before anything compiles or a store is written, when this process's
-    statistics' states alone exceed the memory free on its devices (the run would fail
-    when they are allocated, after its warmup)."""
-    local = [d for d in topology.devices if d.process_index == topology.process_index]
-    free = free_bytes(local) if statistics else None
-    if free is None:
+    statistics' states (``shapes``) alone exceed the memory free on its devices (the run
+    would fail when they are allocated, after its warmup)."""
+    free = free_bytes([d for d in topology.devices if d.process_index == topology.process_index])
+    need = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
+    if free is None or need <= free:
         return
     slots, elements = topology.slots_per_process, max(_posterior_elements(layout), 1)
-    _, start = run_statistics.start_program(flat, statistic, slots)
-    example = run_statistics.start_example(flat, statistic, config.chains)
-    need = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(
-        jax.eval_shape(start, flat.consts, example)))  # fmt: skip
-    if need > free:
-        raise ValueError(
-            f"the statistics ({', '.join(map(repr, sorted(statistics)))}) need "
-            f"{need / 2**30:.1f} GiB for this process's {slots:,} chains of {elements:,} "
-            f"elements ({need / (slots * elements):,.0f} bytes per element and chain), more "
-            f"than the {free / 2**30:.1f} GiB free on its devices; sample fewer chains, "
-            "spread them over more devices or hosts"
-            + (", or pass default_stats=False (a sink keeps the draws for ArviZ)"
-               if DEFAULT_STATISTIC in statistics else "")
-        )  # fmt: skip
+    raise ValueError(
+        f"the statistics ({', '.join(map(repr, sorted(statistics)))}) need "
+        f"{need / 2**30:.1f} GiB for this process's {slots:,} chains of {elements:,} "
+        f"elements ({need / (slots * elements):,.0f} bytes per element and chain), more "
+        f"than the {free / 2**30:.1f} GiB free on its devices; sample fewer chains, "
+        "spread them over more devices or hosts"
+        + (", or pass default_stats=False (a sink keeps the draws for ArviZ)"
+           if DEFAULT_STATISTIC in statistics else "")
+    )  # fmt: skip
 
 
 def _layout_groups(flat: FlatModel, kernel: Any) -> dict:
