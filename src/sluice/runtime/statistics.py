@@ -163,12 +163,15 @@ def lowered(
         pendings.append(pending)
         return pending.out_info
 
-    with contextlib.suppress(Exception):
-        if start is not None:
-            key, fn, args = start
-            specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), x.dtype), args)
+    if start is not None:
+        key, fn, args = start
+        specs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), x.dtype), args)
+        try:
             states = shapes(key, fn, specs)
-        for name, statistic in statistics.items():
+        except Exception:
+            return pendings
+    for name, statistic in statistics.items():
+        with contextlib.suppress(Exception):  # one statistic's failure spares the others
             one = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name])
             blocked = _blocked(statistic, one)  # then the programs of one block of elements
             merge_key, finalize_key, one = _readout_programs(statistic, one)
