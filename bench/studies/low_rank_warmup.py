@@ -7,7 +7,7 @@ precision: a cheap gradient), for each dimension, warmup length and seed,
 with ``mass_matrix="diag"`` and ``"low_rank"``, each run a fresh process: the
 smallest bulk ESS (ArviZ) over the wall of the ``sample`` call, and the draws
 in the warmup's last slow window, from which the low-rank metric is fitted
-(:func:`sluice.runtime.plan.final_window`).
+(:func:`sluice.mcmc.adaptation.final_window`).
 
 ``--fit``: one chain's low-rank fit (:func:`sluice.mcmc.metric.fit_low_rank` on a
 full ring of 128 draws and gradients) in milliseconds, and its first SVD alone,
@@ -37,7 +37,7 @@ def run_child(dim: int, warmup: int, metric: str, seed: int) -> dict:
     import numpy as np
 
     import sluice
-    from sluice.runtime.plan import final_window
+    from sluice.mcmc.adaptation import final_window
 
     rng = np.random.default_rng(0)
     scales = np.exp(rng.uniform(-1.0, 1.0, dim))

@@ -10,6 +10,7 @@ import pytest
 import sluice
 from sluice._jax import compile as programs
 from sluice.io.sinks import Layout, MemorySink
+from sluice.mcmc.adaptation import final_window
 from sluice.runtime import plan
 from sluice.runtime.config import RunConfig
 
@@ -149,7 +150,7 @@ def test_auto_mass_matrix_takes_the_diagonal_after_a_short_last_window(monkeypat
     LOW_RANK_MIN_WINDOW (50), "auto" takes the diagonal however long the run, on any
     device (accelerators have no traffic estimate: ``None``)."""
     monkeypatch.setattr(plan, "LOW_RANK_MIN_RUN_BYTES", 0)
-    assert plan.final_window(warmup) == last
+    assert final_window(warmup) == last
     want = "diag" if last < 50 else "auto"
     config = RunConfig(chains=2, warmup=warmup, draws=20)
     assert plan.Plan.build(config, MODEL, sink=MemorySink()).config.kernel.mass_matrix == want

@@ -21,7 +21,7 @@ from sluice import stats as _stats
 from sluice._jax import compile as programs
 from sluice._jax.memory import free_bytes
 from sluice.io.sinks import Layout, MemorySink, ResumableSink
-from sluice.mcmc.adaptation import window_schedule
+from sluice.mcmc.adaptation import final_window
 from sluice.mcmc.chain_method import choose_chain_method, step_bytes
 from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
 from sluice.model import FlatModel, Model, as_model
@@ -229,15 +229,6 @@ LOW_RANK_MIN_RUN_BYTES = int(os.environ.get("SLUICE_LOW_RANK_MIN_RUN_BYTES", 2 *
 # draws fit the metric the sampling phase uses, holds fewer draws than this: a low-rank
 # fit from so few draws found no direction that paid for its cost (docs/kernels.md).
 LOW_RANK_MIN_WINDOW = 50
-
-
-def final_window(warmup: int) -> int:
-    """Draws in the last slow window of a ``warmup``-iteration window adaptation (0: none)."""
-    schedule = window_schedule(warmup)
-    ends = [int(e) for e in schedule.window_ends if e >= 0]
-    if not ends:
-        return 0
-    return ends[-1] - (ends[-2] if len(ends) > 1 else int(schedule.slow_start) - 1)
 
 
 def _resolve_mass_matrix(kernel: Any, traffic: float | None, warmup: int) -> Any:
