@@ -27,7 +27,6 @@ __all__ = [
     "AdaptationState",
     "Schedule",
     "WindowAdaptation",
-    "final_window",
     "window_schedule",
 ]
 
@@ -91,22 +90,6 @@ def window_schedule(
     padded = np.full(MAX_WINDOWS, -1, np.int32)
     padded[: len(ends)] = ends
     return Schedule(np.int32(start), np.int32(end), padded)  # host arrays: no eager op
-
-
-def final_window(num_warmup: int) -> int:
-    """Draws in the last slow window of :func:`window_schedule` (``num_warmup``), from
-    which the sampling phase's metric is fitted (0: no slow window).
-
-    Examples
-    --------
-    >>> final_window(1000), final_window(100), final_window(10)
-    (530, 30, 0)
-    """
-    schedule = window_schedule(num_warmup)
-    ends = [int(e) for e in schedule.window_ends if e >= 0]
-    if not ends:
-        return 0
-    return ends[-1] - (ends[-2] if len(ends) > 1 else int(schedule.slow_start) - 1)
 
 
 class AdaptationState(NamedTuple):

@@ -156,10 +156,8 @@ class NUTS(_HMCFamily):
         Energy error above which a transition is divergent.
     mass_matrix
         ``"auto"`` (default): ``"low_rank"`` for a posterior of 2 to
-        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise, in a
-        CPU run too short to repay the low-rank metric's compile, and after a
-        warmup whose last slow window holds fewer than 50 draws (too few for
-        its fit; :func:`sluice.mcmc.adaptation.final_window`); ``"diag"``
+        ``LOW_RANK_MAX_DIM`` (10,000) elements, ``"diag"`` otherwise and in a
+        CPU run too short to repay the low-rank metric's compile; ``"diag"``
         (:mod:`sluice.mcmc.adaptation`); ``"dense"``: the draws' covariance
         (Stan's); ``"low_rank"``: the diagonal plus up to ``max_rank``
         directions fitted as nutpie does (:mod:`sluice.mcmc.metric`).

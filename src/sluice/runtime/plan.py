@@ -21,7 +21,6 @@ from sluice import stats as _stats
 from sluice._jax import compile as programs
 from sluice._jax.memory import free_bytes
 from sluice.io.sinks import Layout, MemorySink, ResumableSink
-from sluice.mcmc.adaptation import final_window
 from sluice.mcmc.chain_method import choose_chain_method, step_bytes
 from sluice.mcmc.chunk import ChunkProgram, RunKeys, sample_stats_shapes
 from sluice.model import FlatModel, Model, as_model
@@ -98,7 +97,7 @@ class Plan:
                 "not 'sequential'"
             )
         traffic = _run_traffic(config, flat, topology)
-        kernel = _resolve_mass_matrix(config.kernel, traffic, config.warmup)
+        kernel = _resolve_mass_matrix(config.kernel, traffic)
         if chain_method == "auto":
             if across_chains:
                 chain_method = "vectorized"
@@ -225,21 +224,13 @@ class Plan:
 LOW_RANK_MIN_RUN_BYTES = int(os.environ.get("SLUICE_LOW_RANK_MIN_RUN_BYTES", 2 * 2**30))
 
 
-# mass_matrix="auto" takes the diagonal metric where the warmup's last slow window, whose
-# draws fit the metric the sampling phase uses, holds fewer draws than this: a low-rank
-# fit from so few draws found no direction that paid for its cost (docs/kernels.md).
-LOW_RANK_MIN_WINDOW = 50
-
-
-def _resolve_mass_matrix(kernel: Any, traffic: float | None, warmup: int) -> Any:
-    """``kernel`` with ``mass_matrix="auto"`` made ``"diag"`` where the last warmup
-    window holds fewer than :data:`LOW_RANK_MIN_WINDOW` draws, and for a CPU run whose
+def _resolve_mass_matrix(kernel: Any, traffic: float | None) -> Any:
+    """``kernel`` with ``mass_matrix="auto"`` made ``"diag"`` for a CPU run whose
     expected traffic is under :data:`LOW_RANK_MIN_RUN_BYTES`, too short to repay the
     low-rank metric's fixed compile (docs/architecture.md)."""
     if getattr(kernel, "mass_matrix", None) != "auto" or not dataclasses.is_dataclass(kernel):
         return kernel
-    short = final_window(warmup) < LOW_RANK_MIN_WINDOW
-    if not short and (traffic is None or traffic >= LOW_RANK_MIN_RUN_BYTES):
+    if traffic is None or traffic >= LOW_RANK_MIN_RUN_BYTES:
         return kernel
     return dataclasses.replace(kernel, mass_matrix="diag")
 
