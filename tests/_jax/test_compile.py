@@ -177,9 +177,10 @@ def test_fast_by_decides_the_options_instead_of_the_arguments(monkeypatch):
 def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_by_its_traffic(
     monkeypatch,
 ):
-    """The init program runs once: quick options while the data and a draw are small.
-    The chunk program of a short run takes the classic emitters; with the bound at
-    zero, XLA's defaults, compiled anew rather than found in the cache."""
+    """The init program runs once and the window-end program once per window: quick
+    options while the data and a draw are small. The chunk program of a short run
+    takes the classic emitters; with the bound at zero, XLA's defaults, compiled anew
+    rather than found in the cache."""
     import sluice
     from sluice.runtime.compiling import Compiler
 
@@ -196,14 +197,16 @@ def test_a_run_compiles_its_init_program_fast_and_its_chunk_program_by_its_traff
     programs.clear()
     first = sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
     assert ("init", True, None) in decided
-    chunk = [options for name, fast, options in decided if name != "init"]
+    assert ("window_end_donated", True, None) in decided
+    quick = ("init", "window_end_donated")
+    chunk = [options for name, fast, options in decided if name not in quick]
     assert chunk and all(o == programs.CLASSIC_EMITTER_OPTIONS for o in chunk), decided
 
     seen = _record_options(monkeypatch)
     monkeypatch.setattr(programs, "CLASSIC_EMITTER_RUN_BYTES", 0)
     decided.clear()
     second = sluice.sample(model, draws=30, warmup=30, chains=2, seed=3, progress=False)
-    chunk = [options for name, fast, options in decided if name != "init"]
+    chunk = [options for name, fast, options in decided if name not in quick]
     assert chunk and all(o is None for o in chunk), decided
     assert None in seen, "the chunk program compiled again with XLA's defaults"
     assert second.draws["x"].shape == first.draws["x"].shape

@@ -169,12 +169,13 @@ def test_the_summary_of_a_damaged_store_names_the_file(tmp_path, capsys):
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_killed_at_the_commit_rename_resumes_exactly(tmp_path, reference, when):
     store = tmp_path / "run.zarr"
-    proc = _start_child(store, SLUICE_TEST_KILL_AT_COMMIT=f"{when}:8")
+    proc = _start_child(store, SLUICE_TEST_KILL_AT_COMMIT=f"{when}:9")
     out = proc.communicate(timeout=300)[0].decode()
     assert proc.returncode == -signal.SIGKILL, out
     done = ZarrSink.open_existing(store).draws_done()
-    # the 8th commit is the 2nd of sampling (6 warmup chunks); before its rename the 1st
-    # is the committed one, after it the 2nd
+    # the 9th commit is the 2nd of sampling (7 warmup chunks: every 10 iterations, and
+    # one ending after iteration 53, where the warmup's only slow window ends); before
+    # its rename the 1st is the committed one, after it the 2nd
     assert done == (10 if when == "before" else 20)
     assert_same_run(store, reference)
 

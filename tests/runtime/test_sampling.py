@@ -49,6 +49,22 @@ def test_draws_do_not_depend_on_chunk_size(reference, chunk_size):
     _assert_same_tree(run.stats, reference.stats)  # streaming statistics too, bit for bit
 
 
+def test_warmup_chunks_end_at_the_adaptation_windows_ends(reference, capsys):
+    """A warmup chunk ends after each slow window's last iteration, where the
+    window-end program (the new metric, the step-size search) runs, and every
+    chunk_size iterations otherwise; the draws are the same."""
+    from sluice.mcmc.adaptation import window_schedule
+
+    run = sluice.sample(MODEL, chunk_size=60, **{**SETTINGS, "progress": True})
+    ends = [int(e) + 1 for e in window_schedule(150).window_ends if e >= 0]
+    assert ends == [20, 40, 100]  # doubling windows from iteration 10, the last stretched
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warmup:")]
+    done = [int(line.split()[1].split("/")[0]) for line in lines]
+    assert done == [20, 40, 60, 100, 120, 150]
+    assert "chunk 6/6," in lines[-1]
+    assert _same(run.draws, reference.draws)
+
+
 def _assert_same_tree(a, b) -> None:
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
@@ -96,21 +112,22 @@ def test_one_compile_per_run_and_reuse_across_seeds_and_data():
     settings = dict(
         chains=2, warmup=60, draws=23, chunk_size=5, progress=False, devices=[jax.devices()[0]]
     )
-    # 5 chunks, the last one short; warmup and sampling share one program
+    # 5 chunks, the last one short; warmup and sampling share one program, and the
+    # warmup's window ends (a new metric, a step-size search) have their own
     programs.clear()
     first = sluice.sample(make(jnp.array([1.0, 2.0])), seed=1, **settings)
 
     def chunk_programs():
         return sorted(key[1] for key in programs.cached() if key[0] == "mcmc.chunk")
 
-    assert chunk_programs() == ["advance_donated", "init"]
+    assert chunk_programs() == ["advance_donated", "init", "window_end_donated"]
     assert first.info.compile_seconds > 0
     # new seed, new data values, new number of draws: nothing is compiled again (the
     # memory sink's default is no streaming statistics, the only thing that compiles
     # the number of draws in)
     second = sluice.sample(make(jnp.array([-3.0, 0.5])), seed=2, **settings)
     assert second.info.compile_seconds == 0
-    assert chunk_programs() == ["advance_donated", "init"]
+    assert chunk_programs() == ["advance_donated", "init", "window_end_donated"]
     third = sluice.sample(make(jnp.array([1.0, 2.0])), seed=3, **{**settings, "draws": 31})
     assert third.info.compile_seconds == 0
     # with the statistics on, the same seed-and-data reuse holds for a fixed number of draws

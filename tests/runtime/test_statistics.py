@@ -73,8 +73,9 @@ def test_a_run_compiles_its_summary_in_the_background(monkeypatch):
 
 
 def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
-    """The chunk program compiled in a thread while init compiles and runs (from the
-    shapes of init's result) is the one the run uses: same draws, no second compile."""
+    """The chunk program and the warmup's window-end program, compiled in threads while
+    init compiles and runs (from the shapes of init's result), are the ones the run
+    uses: same draws, no second compile."""
     import sluice
 
     model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="beside-normal")
@@ -104,8 +105,9 @@ def test_chunk_program_compiled_beside_init_gives_the_same_run(monkeypatch):
     assert sorted(key[1] for key in programs.cached() if key[0] == "mcmc.chunk") == [
         "advance_donated",
         "init",
+        "window_end_donated",
     ]
-    assert sorted(threads) == ["MainThread", "sluice-compile"], threads
+    assert sorted(threads) == ["MainThread", "sluice-compile", "sluice-compile-2"], threads
     np.testing.assert_array_equal(beside.draws["x"], plain.draws["x"])
     assert 0 < beside.info.compile_seconds < beside.info.total_seconds
 

@@ -114,7 +114,10 @@ class WindowAdaptation(NamedTuple):
     """Dual averaging for the step size, windowed Welford for the metric.
 
     ``init(point, step_size) -> state``;
-    ``update(state, t, schedule, point, acceptance_rate) -> (state, window_ended)``;
+    ``update(state, t, schedule, point, acceptance_rate, end_windows=True) -> (state,
+    window_ended)``, which with ``end_windows=False`` leaves a window's end to
+    ``end_window(state, t, schedule) -> (state, window_ended)``, called after it
+    (the new metric);
     ``restart(state, step_size) -> state`` after a window end (new step size);
     ``params(state) -> (step_size, inverse_mass_matrix)`` to use at the next step;
     ``final(state) -> (step_size, inverse_mass_matrix)`` for sampling.
@@ -127,6 +130,7 @@ class WindowAdaptation(NamedTuple):
     restart: Callable
     params: Callable
     final: Callable
+    end_window: Callable
 
 
 def _split(point) -> tuple[jax.Array, jax.Array | None]:
@@ -269,6 +273,7 @@ def window_adaptation(
         schedule: Schedule,
         point,
         acceptance_rate: jax.Array,
+        end_windows: bool = True,
     ) -> tuple[AdaptationState, jax.Array]:
         # The ring stays out of the conds' results: XLA copies an operand that a
         # branch returns unchanged, and the ring is the state's largest array.
@@ -284,6 +289,16 @@ def window_adaptation(
             row = jnp.where(in_slow, jnp.stack([position, grad]), old)
             window = jax.lax.dynamic_update_index_in_dim(window, row, slot, 0)
         state = jax.lax.cond(in_slow, _welford, lambda s, _: s, state, point)
+        state = state._replace(window=window)
+        if not end_windows:
+            return state, jnp.bool_(False)
+        return end_window(state, t, schedule)
+
+    def end_window(
+        state: AdaptationState, t: jax.Array, schedule: Schedule
+    ) -> tuple[AdaptationState, jax.Array]:
+        """The new metric where ``t`` ends a slow window (``state`` unchanged elsewhere)."""
+        window, state = state.window, state._replace(window=None)
         window_ended = jnp.any(t == schedule.window_ends)
         last = t == schedule.slow_end - 1
         state = jax.lax.cond(window_ended, _end_window, lambda s, *_: s, state, window, last)
@@ -301,4 +316,4 @@ def window_adaptation(
         log_eps = jnp.where(state.da_count > 0, state.log_step_size_avg, state.log_step_size)
         return jnp.exp(log_eps), state.inverse_mass_matrix
 
-    return WindowAdaptation(init, update, restart, params, final)
+    return WindowAdaptation(init, update, restart, params, final, end_window)

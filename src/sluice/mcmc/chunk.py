@@ -140,6 +140,8 @@ class ChunkProgram:
             "advance_donated": self._build_advance(donate=True),
             "update_statistics": self._build_update_statistics(),
             "update_statistics_donated": self._build_update_statistics(donate=True),
+            "window_end": self._build_window_end(),
+            "window_end_donated": self._build_window_end(donate=True),
         }
 
     # -- one chain ---------------------------------------------------------
@@ -161,6 +163,24 @@ class ChunkProgram:
         stats = self.statistic.init(pilot if p else example)
         carry = ChainCarry(kstate, astate, params, stats, pilot)
         return carry, num_grads + 1  # and the initial point's gradient
+
+    def _window_end_one(
+        self, consts: Any, kstate: Any, astate: Any, chain_id: jax.Array, t: jax.Array,
+        num_warmup: jax.Array, schedule: Any, keys: RunKeys,
+    ) -> tuple[Any, Any, jax.Array]:  # fmt: skip
+        """One chain's warmup ``window_end`` after warmup iteration ``t``, with the key
+        that iteration's ``update`` gets: ``(adaptation state, params, gradients)``."""
+        logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
+        warmup = self.kernel.warmup()
+        folded = random.fold_in(jax.random.fold_in(keys.warmup, chain_id), t)
+        _, aux_key = random.split(folded)  # as _chain_step's
+        astate, num_grads = warmup.window_end(aux_key, astate, t, schedule, kstate, logdensity)
+        params = jax.tree.map(
+            lambda final, current: jnp.where(t == num_warmup - 1, final, current),
+            warmup.final(astate),
+            warmup.params(astate),
+        )
+        return astate, params, num_grads
 
     def _record(self, consts: Any, position: jax.Array, stats: dict) -> dict[str, dict]:
         out = {"posterior": self.flat_model.draws_fn(consts, position), "sample_stats": stats}
@@ -388,6 +408,14 @@ class ChunkProgram:
             return sharded((), stats, draws, count)
 
         return jax.jit(update_statistics, donate_argnums=(0,) if donate else ())
+
+    def _build_window_end(self, donate: bool = False) -> Callable:
+        """``(consts, kernel states, adaptation states, chain_ids, t, num_warmup, schedule,
+        keys) -> (adaptation states, params, gradients)``: every chain's warmup
+        ``window_end`` (:class:`~sluice.mcmc.protocol.Warmup`) after iteration ``t``.
+        ``donate``: the adaptation states' buffers are reused."""
+        batched = self._batch(self._window_end_one, num_unbatched_tail=4)
+        return jax.jit(batched, donate_argnums=(2,) if donate else ())
 
     def draws_shapes(self, consts: Any, slots: int, sharding: Any = None) -> dict:
         """The shapes of ``advance``'s draws output, ``{"posterior": ...}`` with leading

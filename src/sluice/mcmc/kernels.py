@@ -248,11 +248,18 @@ def window_warmup(
         return restarted(rng_key, kstate, logdensity_fn, state)
 
     def update(rng_key, state, iteration, schedule, kstate, stats, logdensity_fn):
-        state, window_ended = adapt.update(
-            state, iteration, schedule, kstate, stats["acceptance_rate"]
+        # a window's end is window_end's, in a program of its own: the metric's fit and
+        # the step-size search (a second copy of the model's gradient) would make the
+        # chunk program compile 0.5-1 s longer
+        state, _ = adapt.update(
+            state, iteration, schedule, kstate, stats["acceptance_rate"], end_windows=False
         )
+        return state, jnp.int32(0)
+
+    def window_end(rng_key, state, iteration, schedule, kstate, logdensity_fn):
+        state, window_ended = adapt.end_window(state, iteration, schedule)
         # Stan re-initialises the step size for the new metric. The low-rank ring stays
-        # out of the cond (XLA would copy it at every step).
+        # out of the cond (XLA would copy it).
         window, state = state.window, state._replace(window=None)
         state, n = jax.lax.cond(
             window_ended,
@@ -265,8 +272,9 @@ def window_warmup(
     def final(state):
         return to_params(*adapt.final(state))
 
-    schedule = (lambda num_warmup: window_schedule(0)) if step_size_only else window_schedule
-    return Warmup(schedule, init, update, params, final)
+    if step_size_only:  # no slow windows: nothing ends
+        return Warmup(lambda num_warmup: window_schedule(0), init, update, params, final)
+    return Warmup(window_schedule, init, update, params, final, window_end=window_end)
 
 
 def _is_number(value: Any) -> bool:

@@ -47,7 +47,15 @@ class Warmup(NamedTuple):
       warmup iteration);
     * ``across_chains``: ``update`` takes one more argument, ``mean(x)``, the
       mean of ``x`` over every chain of the run (ChEES, say); such a warmup
-      needs vectorized chains.
+      needs vectorized chains;
+    * ``window_end``: ``None``, or ``window_end(rng_key, state, iteration,
+      schedule, kernel_state, logdensity_fn) -> (state, num_gradients)``, the
+      work at the end of an adaptation window (a new metric, a step-size
+      search), which ``update`` then leaves to it: the engine ends a chunk at
+      each iteration of ``schedule.window_ends`` (``-1`` where none) and runs
+      ``window_end`` there in a program of its own, so that the chunk program,
+      which the run waits for, compiles without it (docs/architecture.md,
+      "Kernels"). ``rng_key`` is the one ``update`` gets at that iteration.
 
     A kernel's statistics whose names start with ``_`` reach ``update`` only.
     """
@@ -58,6 +66,7 @@ class Warmup(NamedTuple):
     params: Callable[[Any], Any]
     final: Callable[[Any], Any]
     across_chains: bool = False
+    window_end: Callable[..., tuple[Any, jax.Array]] | None = None
 
 
 @runtime_checkable

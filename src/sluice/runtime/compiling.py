@@ -56,6 +56,19 @@ class Compiler:
         return "advance" if self.checkpointing else "advance_donated"
 
     @property
+    def window_end_name(self) -> str:
+        """The warmup's window-end program (the adaptation states reused without
+        checkpoints)."""
+        return "window_end" if self.checkpointing else "window_end_donated"
+
+    @staticmethod
+    def window_end_args(session_args: tuple, carry: Any, t: int) -> tuple:
+        """The window-end program's arguments from the chunk program's (``consts, carry,
+        chain_ids, start, stop, num_warmup, schedule, keys``), its carry and ``t``."""
+        consts, _, chain_ids, _, _, num_warmup, schedule, keys = session_args
+        return (consts, carry.kernel, carry.adaptation, chain_ids, t, num_warmup, schedule, keys)
+
+    @property
     def statistics_name(self) -> str:
         return "update_statistics" if self.checkpointing else "update_statistics_donated"
 
@@ -78,9 +91,14 @@ class Compiler:
         return self.plan.compile_options
 
     def compile_options(self, name: str, args: tuple) -> dict[str, Any]:
-        """The init program runs once per run: compiled for a quick compile while the
-        model's data and one draw are small (sizes without the chains' layout, so that
-        every layout of a run compiles it alike and its draws stay bit-identical)."""
+        """The init program runs once per run and the window-end program once per
+        adaptation window: compiled for a quick compile while the model's data and one
+        draw are small (sizes without the chains' layout, so that every layout of a run
+        compiles them alike and its draws stay bit-identical)."""
+        if name.startswith("window_end"):
+            consts, flat = args[0], self.plan.flat
+            example = jax.ShapeDtypeStruct((flat.dim,), flat.dtype)  # one chain's position
+            return {"fast_if_small": True, "fast_by": (consts, example)}
         if name != "init":
             return {"options": self.xla_options(name)}
         consts, _positions, _chain_ids, _keys, example = args  # the session's init arguments
@@ -91,7 +109,7 @@ class Compiler:
         are not the defaults."""
         key = self.plan.program.key(name)
         options = self.xla_options(name)
-        if name == "init" or not options:
+        if name == "init" or name.startswith("window_end") or not options:
             return key
         return (*key, ("xla", tuple(sorted(options.items()))))
 
@@ -145,17 +163,20 @@ class Compiler:
         if stats is not None and p.config.draws > 0:  # the statistics' own program: later
             draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
             self._statistics_args = self.statistics_args(stats, draws, 1)
+        if p.window_ends:  # the warmup's window ends: their program compiles beside it
+            end_args = self.window_end_args(args, carry, 0)
+            programs.in_background(self._job(self.window_end_name, end_args), "sluice-compile-2")
         return programs.in_background(self._job(self.advance_name, args), "sluice-compile")
 
     def _job(self, name: str, args: tuple) -> Callable[[], None]:
         """Compile the chunk program ``name`` for ``args`` (failures are left for the
         foreground call, which compiles again and raises)."""
         key, fn = self.program_key(name), self.plan.program.jitted(name)
-        options = self.xla_options(name)
+        how = self.compile_options(name, args)
 
         def work() -> None:
             with contextlib.suppress(Exception):
-                programs.compiled(key, fn, args, options=options)
+                programs.compiled(key, fn, args, **how)
 
         return work
 

@@ -173,6 +173,17 @@ class Plan:
             statistics_shapes=shapes,
         )
 
+    @functools.cached_property
+    def window_ends(self) -> tuple[int, ...]:
+        """The warmup iterations after which its ``window_end`` program runs (a chunk
+        ends at each; :class:`~sluice.mcmc.protocol.Warmup`); none for a warmup
+        without one."""
+        warmup, num_warmup = self.config.kernel.warmup(), self.config.warmup
+        if warmup.window_end is None:
+            return ()
+        ends = np.asarray(warmup.schedule(num_warmup).window_ends)
+        return tuple(int(e) for e in ends if 0 <= e < num_warmup)
+
     @property
     def summary_key(self) -> str | None:
         """The name of the default summary statistics, if the run computes them."""

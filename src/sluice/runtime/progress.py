@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["ChunkProgress", "format_fields"]
@@ -62,6 +63,9 @@ class ChunkProgress:
         Show anything at all.
     initial
         Iterations already done (a resumed run).
+    bounds
+        Where the phase's chunks end, when not every ``chunk_size`` iterations
+        (the warmup's also end at its adaptation windows' ends).
     stream
         Where to write (default stderr); a bar when it is a terminal or a
         notebook, lines otherwise.
@@ -76,12 +80,15 @@ class ChunkProgress:
         enabled: bool,
         initial: int = 0,
         stream: Any = None,
+        bounds: Sequence[int] | None = None,
     ) -> None:
         self.desc = desc
         self.total = total
-        self.num_chunks = -(-total // chunk_size)
+        if bounds is None:
+            bounds = [*range(chunk_size, total, chunk_size), total] if total > 0 else []
+        self.num_chunks = len(bounds)
         self.chains = chains
-        self.chunks_done = -(-initial // chunk_size)  # resumed runs start part-way
+        self.chunks_done = sum(b <= initial for b in bounds)  # resumed runs start part-way
         self.initial = initial
         self.done = initial
         self.start = time.perf_counter()

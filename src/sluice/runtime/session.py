@@ -214,6 +214,15 @@ class Session:
             stats = compiler.executable(compiler.statistics_name, args)(*args)
         return carry._replace(stats=stats), counters, outputs if self.plan.program.record else None
 
+    def _window_end(self, carry: Any, t: int) -> tuple[Any, Any]:
+        """The warmup's window-end program after iteration ``t``: the carry with the new
+        adaptation states and parameters, and the gradients it took per chain."""
+        compiler = self.compiler
+        args = compiler.window_end_args(self._advance_args(carry, t, t + 1), carry, t)
+        executable = compiler.executable(compiler.window_end_name, args)
+        adaptation, params, grads = executable(*args)
+        return carry._replace(adaptation=adaptation, params=params), grads
+
     def _fields(self, counters: Any, carry: Any, n: int) -> dict[str, Any]:
         """What a progress update shows of a chunk: gradients per draw, the mean step
         size (kernels with a step size), over this process's chains."""
@@ -240,22 +249,31 @@ class Session:
         c = self.config
         chunk, warmup, end = c.chunk_size, c.warmup, c.warmup + c.draws
 
-        # Warmup: nothing is written, so each chunk is simply checkpointed.
+        # Warmup: nothing is written, so each chunk is simply checkpointed. A chunk ends
+        # every `chunk` iterations and at each adaptation window's end, where the
+        # window-end program runs.
         if self.iteration < warmup:
             t0, c0 = time.perf_counter(), self.compiler.seconds
+            ends = self.plan.window_ends
+            bounds = sorted({*range(chunk, warmup, chunk), *(e + 1 for e in ends), warmup})
             with ChunkProgress(
-                "warmup", warmup, chunk, c.chains, self.progress, initial=self.iteration
-            ) as bar:
-                for start in range(self.iteration, warmup, chunk):
-                    self.carry, counters, _ = self._advance(self.carry, start, warmup)
-                    stop = min(start + chunk, warmup)
-                    self.info.num_gradients_warmup += int(
-                        np.sum(self._local_real(counters.num_gradients), dtype=np.int64)
-                    )
+                "warmup", warmup, chunk, c.chains, self.progress, initial=self.iteration,
+                bounds=bounds,
+            ) as bar:  # fmt: skip
+                start = self.iteration
+                while start < warmup:
+                    stop = min(b for b in bounds if b > start)
+                    self.carry, counters, _ = self._advance(self.carry, start, stop)
+                    grads = np.sum(self._local_real(counters.num_gradients), dtype=np.int64)
+                    if stop - 1 in ends:
+                        self.carry, more = self._window_end(self.carry, stop - 1)
+                        grads += np.sum(self._local_real(more), dtype=np.int64)
+                    self.info.num_gradients_warmup += int(grads)
                     self.iteration = stop
                     self._save(self.carry, stop)
                     fields = self._fields(counters, self.carry, stop - start) if bar.enabled else {}
                     bar.advance(stop - start, **fields)
+                    start = stop
             self._timed("warmup_seconds", t0, c0)
 
         if not self.stats_ready:
