@@ -54,7 +54,9 @@ SMALL_RUN_BYTES = int(os.environ.get("SLUICE_SMALL_RUN_BYTES", 8 * 2**30))
 CLASSIC_EMITTER_RUN_BYTES = int(os.environ.get("SLUICE_CLASSIC_EMITTER_RUN_BYTES", 64 * 2**30))
 CLASSIC_EMITTER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 
-_MAX_ENTRIES = 64
+# a run holds 3-7 programs (init, the chunk program, the warmup's window ends, the
+# statistics'): the last 15-30 runs' settings stay compiled
+_MAX_ENTRIES = 96
 _ENTRIES: OrderedDict[tuple, Future] = OrderedDict()
 _LOCK = threading.Lock()
 _THREADS: list[threading.Thread] = []
