@@ -90,6 +90,16 @@ def _add_counters(totals: ChunkCounters, one: ChunkCounters, first: jax.Array) -
     return ChunkCounters(*counts, energy)
 
 
+def _warmup_params(warmup: Any, astate: Any, i: jax.Array, num_warmup: jax.Array) -> Any:
+    """The parameters the step after warmup iteration ``i`` uses: the warmup's final
+    ones after its last iteration, its current ones before."""
+    return jax.tree.map(
+        lambda final, current: jnp.where(i == num_warmup - 1, final, current),
+        warmup.final(astate),
+        warmup.params(astate),
+    )
+
+
 def _run_if(flag: jax.Array, fn: Callable[[Any], Any], operand: Any) -> Any:
     """``fn(operand)`` if ``flag``, else ``operand``: a loop of zero or one iteration, where
     a ``cond`` would copy an operand that one branch returns unchanged (the statistics'
@@ -175,12 +185,7 @@ class ChunkProgram:
         folded = random.fold_in(jax.random.fold_in(keys.warmup, chain_id), t)
         _, aux_key = random.split(folded)  # as _chain_step's
         astate, num_grads = warmup.window_end(aux_key, astate, t, schedule, kstate, logdensity)
-        params = jax.tree.map(
-            lambda final, current: jnp.where(t == num_warmup - 1, final, current),
-            warmup.final(astate),
-            warmup.params(astate),
-        )
-        return astate, params, num_grads
+        return astate, _warmup_params(warmup, astate, t, num_warmup), num_grads
 
     def _record(self, consts: Any, position: jax.Array, stats: dict) -> dict[str, dict]:
         out = {"posterior": self.flat_model.draws_fn(consts, position), "sample_stats": stats}
@@ -221,16 +226,11 @@ class ChunkProgram:
             across = (self._mean_over_chains(chain_id),) if warmup.across_chains else ()
 
             def adapt_(acc):
-                astate, params, _ = acc
+                astate, _, _ = acc
                 astate, extra = warmup.update(
                     aux_key, astate, i, schedule, kstate, private, logdensity, *across
                 )
-                params = jax.tree.map(
-                    lambda final, current: jnp.where(i == num_warmup - 1, final, current),
-                    warmup.final(astate),
-                    warmup.params(astate),
-                )
-                return astate, params, extra
+                return astate, _warmup_params(warmup, astate, i, num_warmup), extra
 
             acc = (carry.adaptation, carry.params, jnp.int32(0))
             astate, params, extra = _run_if(warming, adapt_, acc)
