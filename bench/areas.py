@@ -285,6 +285,10 @@ AREAS: tuple[Area, ...] = (
             Job("pymc-models-emitters", f"{PYMC} linear,poisson,hier_logistic,"
                 "stochastic_volatility --samplers sluice,numpyro,nutpie --reps 3", parse_rows,
                 f"{PYMC_QUICK} sluice"),
+            # a horseshoe prior, where the low-rank metric samples far worse than the diagonal
+            Job("pymc-models-horseshoe", f"{PYMC} horseshoe --samplers "
+                "sluice,sluice-diag,numpyro,nutpie --reps 3", parse_rows,
+                f"{PYMC_QUICK} sluice"),
             # the GP alone, without PyMC's NumPyro path (two minutes a run)
             Job("pymc-models-gp", f"{PYMC} gp --samplers sluice,sluice-one-device,nutpie "
                 "--reps 2", parse_rows, f"{PYMC_QUICK} sluice"),

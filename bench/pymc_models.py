@@ -34,7 +34,9 @@ Models:
 * ``linear``: linear regression, 10,000 rows x 20 covariates;
 * ``poisson``: Poisson regression with an exposure, 2,000 rows x 10 covariates;
 * ``hier_logistic``: logistic regression with non-centred intercepts of 40
-  groups of 50 rows and 3 covariates.
+  groups of 50 rows and 3 covariates;
+* ``horseshoe``: linear regression, 100 rows x 50 covariates of which 3 matter,
+  under a horseshoe prior (half-Cauchy global and local scales, non-centred).
 
 Commands::
 
@@ -60,6 +62,7 @@ from harness import emit_result, median, run_each
 MODELS = (
     "logistic", "radon", "stochastic_volatility", "eight_schools", "gp",
     "logistic_well", "radon_nc", "radon_slopes", "linear", "poisson", "hier_logistic",
+    "horseshoe",
 )  # fmt: skip
 SAMPLERS = ("sluice", "sluice-diag", "sluice-one-device", "numpyro", "nutpie")
 SLUICE_OPTIONS = {  # sluice's samplers, and what each passes to sluice.pymc.sample
@@ -205,6 +208,19 @@ def build(name: str) -> tuple[Any, list[str]]:
             b = pm.Normal("beta", 0.0, 1.0, shape=k)
             pm.Bernoulli("y", logit_p=(mu + tau * z)[g] + x @ b, observed=y.astype(int))
         return model, ["mu", "tau", "z", "beta"]
+    if name == "horseshoe":
+        n, k = 100, 50
+        x = rng.normal(size=(n, k))
+        beta = np.zeros(k)
+        beta[:3] = [3.0, -2.0, 1.5]
+        y = x @ beta + rng.normal(size=n)
+        with pm.Model() as model:
+            tau = pm.HalfCauchy("tau", 0.1)
+            lam = pm.HalfCauchy("lam", 1.0, shape=k)
+            z = pm.Normal("z", 0.0, 1.0, shape=k)
+            sigma = pm.HalfNormal("sigma", 2.0)
+            pm.Normal("y", x @ (z * lam * tau), sigma, observed=y)
+        return model, ["tau", "lam", "z", "sigma"]
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 

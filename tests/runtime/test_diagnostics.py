@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 import warnings
 
 import arviz as az
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 import sluice
-from sluice.runtime.diagnostics import convergence_problems
+from sluice.mcmc.metric import LowRank
+from sluice.runtime.diagnostics import convergence_problems, sampler_problems
 
 
 def funnel(p):  # Neal's funnel in 10 dimensions: divergences and low E-BFMI at defaults
@@ -57,6 +59,28 @@ def test_a_funnel_is_told_at_the_end_and_in_its_summary(funnel_runs):
     told = [w for w in again if issubclass(w.category, sluice.DiagnosticWarning)]
     assert len(told) == 1 and table.attrs["diagnosis"].kinds == run.diagnose().kinds
     assert {"divergences", "e_bfmi"} <= set(run.diagnose().kinds)
+
+
+def _info(inverse_mass_matrix):
+    """A finished run's counters as ``sampler_problems`` reads them: 12 divergences."""
+    return types.SimpleNamespace(
+        kernel=sluice.nuts(), chain_divergent=np.array([12, 0]), chain_saturated=np.zeros(2, int),
+        e_bfmi=np.array([0.9, 0.9]), draws=300, inverse_mass_matrix=inverse_mass_matrix,
+    )  # fmt: skip
+
+
+def test_divergences_under_low_rank_directions_suggest_the_diagonal_metric(funnel_runs):
+    advice = "try mass_matrix='diag'"
+    run, _ = funnel_runs[0]  # a diagonal metric: no such advice
+    assert "diverged" in str(run.diagnose()) and advice not in str(run.diagnose())
+    kept = LowRank(jnp.ones((2, 5)), jnp.eye(5, 2)[None].repeat(2, 0), jnp.array([[4.0, 1.0]] * 2))
+    assert advice in sampler_problems(_info(kept))[0].message
+    none_kept = kept._replace(values=jnp.ones((2, 2)))  # the diagonal alone
+    assert advice not in sampler_problems(_info(none_kept))[0].message
+    assert advice not in sampler_problems(_info(jnp.ones((2, 5))))[0].message
+    # a low-rank run records its metric where the check reads it
+    low_rank, _ = _sample(funnel, draws=100, seed=3, mass_matrix="low_rank", **FUNNEL)
+    assert isinstance(low_rank.info.inverse_mass_matrix, LowRank)
 
 
 def test_a_healthy_run_is_told_nothing():
