@@ -387,6 +387,10 @@ AREAS: tuple[Area, ...] = (
         jobs=(
             Job("inference-gym", f"bench/inference_gym.py --targets {GYM_SMALL}", parse_rows,
                 "bench/inference_gym.py --quick"),
+            # the targets behind on the full run's wall, re-run on their own
+            Job("inference-gym-behind", "bench/inference_gym.py --targets "
+                "brownian,brownian_scales,sv_log_small", parse_rows,
+                "bench/inference_gym.py --quick", explicit=True),
             # 2,519 dimensions, 9 runs per target: hours on a 2-core CPU
             Job("inference-gym-sv", "bench/inference_gym.py --targets sv,sv_log", parse_rows,
                 "bench/inference_gym.py --quick", explicit=True),
