@@ -126,7 +126,7 @@ def _sampler_problems(
         metric = (
             " The metric kept low-rank directions (mass_matrix='auto' fits them on "
             "posteriors of 2 to 10,000 elements): on heavy tails, such as a horseshoe "
-            "prior's, the diagonal metric samples better; try mass_matrix='diag'."
+            "prior's, the diagonal metric can sample far better; try mass_matrix='diag'."
             if low_rank
             else ""
         )
