@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from sluice.mcmc.kernels import LOW_RANK_MAX_DIM
 from sluice.mcmc.metric import LowRank
 
 __all__ = [
@@ -125,8 +126,9 @@ def _sampler_problems(
     if num_divergent:
         metric = (
             " The metric kept low-rank directions (mass_matrix='auto' fits them on "
-            "posteriors of 2 to 10,000 elements): on heavy tails, such as a horseshoe "
-            "prior's, the diagonal metric can sample far better; try mass_matrix='diag'."
+            f"posteriors of 2 to {LOW_RANK_MAX_DIM:,} elements): on heavy tails, such as a "
+            "horseshoe prior's, the diagonal metric can sample far better; try "
+            "mass_matrix='diag'."
             if low_rank
             else ""
         )
