@@ -126,7 +126,7 @@ def fit_child(dim: int) -> dict:
     x = jnp.asarray(rng.normal(size=(128, dim)), jnp.float32)
     g = -x + 0.1 * jnp.asarray(rng.normal(size=(128, dim)), jnp.float32)
     valid, diagonal = jnp.ones(128, bool), jnp.ones(dim, jnp.float32)
-    fit = jax.jit(lambda x, g: metric.fit_low_rank(x, g, valid, diagonal, 16))
+    fit = jax.jit(lambda x, g: metric.fit_low_rank(x, g, valid, diagonal, 16)[0])
     svd = jax.jit(lambda x: jnp.linalg.svd(x, full_matrices=False))
 
     def best(fn, *args):

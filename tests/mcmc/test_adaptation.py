@@ -100,6 +100,49 @@ def test_last_window_takes_the_variance_and_earlier_ones_the_fisher_diagonal():
     np.testing.assert_allclose(kept.inverse_mass_matrix, fisher, rtol=1e-4)
 
 
+def _rotated(w, grad_w):
+    """Draws and gradients of a posterior in ``w`` seen through a 45-degree rotation."""
+    r = np.array([[1.0, -1.0], [1.0, 1.0]], np.float32) / np.sqrt(2.0)
+    return w @ r.T, grad_w @ r.T  # x = R w; grad_x = R^{-T} grad_w = R grad_w
+
+
+def _low_rank_last_window(xs, grads):
+    points = [
+        KernelState(jnp.asarray(x), jnp.float32(0.0), jnp.asarray(g))
+        for x, g in zip(xs, grads, strict=True)
+    ]
+    schedule = window_schedule(60)  # one window, iterations 9..53: the last
+    return _feed(window_adaptation(low_rank=2), points, schedule).inverse_mass_matrix
+
+
+def test_a_low_rank_fit_far_from_gaussian_gives_way_to_the_variance_in_the_last_window():
+    """A kept direction along which the gradient is not linear in the position (here a
+    Cauchy coordinate's) makes the last window's metric the draws' variance, as
+    mass_matrix="diag" has it; a Gaussian's keeps its fitted directions."""
+    rng = np.random.default_rng(3)
+    n = 45
+    w = np.stack([10.0 * rng.standard_cauchy(60), rng.normal(size=60)], 1).astype(np.float32)
+    grad_w = np.stack([-2.0 * w[:, 0] / (100.0 + w[:, 0] ** 2), -w[:, 1]], 1)
+    xs, grads = _rotated(w, grad_w.astype(np.float32))
+    # the independent check of the premise: along the Cauchy axis the gradient is far
+    # from linear in the position (numpy's correlation of the window's draws)
+    assert np.corrcoef(w[9:54, 0], grad_w[9:54, 0])[0, 1] ** 2 < 0.25
+    stan = n / (n + 5) * xs[9:54].var(0, ddof=1) + 1e-3 * 5 / (n + 5)
+    heavy = _low_rank_last_window(xs, grads)
+    np.testing.assert_allclose(heavy.diagonal, stan, rtol=1e-4)
+    np.testing.assert_array_equal(heavy.values, 1.0)  # no direction kept
+
+    w = (np.array([10.0, 1.0], np.float32) * rng.normal(size=(60, 2))).astype(np.float32)
+    xs, grads = _rotated(w, -w / np.array([100.0, 1.0], np.float32))
+    fisher = n / (n + 5) * np.sqrt(xs[9:54].var(0) / grads[9:54].var(0)) + 1e-3 * 5 / (n + 5)
+    gaussian = _low_rank_last_window(xs, grads)
+    np.testing.assert_allclose(gaussian.diagonal, fisher, rtol=1e-4)
+    assert np.any(np.asarray(gaussian.values) != 1.0)
+    # the fitted metric is the Gaussian's covariance R diag(100, 1) R'
+    r = np.array([[1.0, -1.0], [1.0, 1.0]]) / np.sqrt(2.0)
+    np.testing.assert_allclose(gaussian.dense(), r @ np.diag([100.0, 1.0]) @ r.T, rtol=0.02)
+
+
 def test_dense_metric_is_the_window_covariance():
     rng = np.random.default_rng(0)
     xs = rng.multivariate_normal(np.zeros(3), [[1, 0.5, 0], [0.5, 2, 0.3], [0, 0.3, 1]], 30)

@@ -117,7 +117,7 @@ def test_the_fit_recovers_a_gaussian_from_its_draws_and_gradients(x64):
     x = rng.multivariate_normal(np.zeros(dim), cov, size=n)
     g = -x @ np.linalg.inv(cov)
     diagonal = np.sqrt(x.var(0) / g.var(0))  # the Fisher diagonal
-    fit = metric.fit_low_rank(
+    fit, misfit = metric.fit_low_rank(
         jnp.asarray(x),
         jnp.asarray(g),
         jnp.ones(n, bool),
@@ -127,11 +127,13 @@ def test_the_fit_recovers_a_gaussian_from_its_draws_and_gradients(x64):
         gamma=0.0,
     )  # no ridge: exact up to float64 rounding
     np.testing.assert_allclose(fit.dense(), cov, rtol=2e-3, atol=2e-3 * np.abs(cov).max())
+    # the gradients are linear in the draws along every direction: no misfit
+    np.testing.assert_allclose(float(misfit), 1.0, rtol=1e-6)
     # with fewer directions than that, the farthest from round in the scaled space
     # (D^{-1/2} Sigma D^{-1/2}) are kept, and the rest left to the diagonal
     scaled = np.linalg.eigvalsh(cov / np.sqrt(np.outer(diagonal, diagonal)))
     farthest = scaled[np.argsort(-np.abs(np.log(scaled)))[:2]]
-    fit = metric.fit_low_rank(
+    fit, _ = metric.fit_low_rank(
         jnp.asarray(x), jnp.asarray(g), jnp.ones(n, bool), jnp.asarray(diagonal), rank=2,
         cutoff=1.5, gamma=0.0,
     )  # fmt: skip
@@ -149,7 +151,7 @@ def test_rows_not_marked_valid_are_ignored_and_chains_fit_one_by_one(x64):
     diagonal = np.sqrt(x[:, :25].var(1) / g[:, :25].var(1))
 
     def fit(x, g, valid, d):
-        return metric.fit_low_rank(x, g, valid, d, rank=3)
+        return metric.fit_low_rank(x, g, valid, d, rank=3)[0]
 
     junk = np.where(valid[None, :, None], x, 1e3)  # what the ring held before
     one = [fit(x[c, :25], g[c, :25], np.ones(25, bool), diagonal[c]) for c in range(3)]

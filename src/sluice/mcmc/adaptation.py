@@ -237,34 +237,47 @@ def window_adaptation(
         state: AdaptationState, window: jax.Array | None, last: jax.Array
     ) -> AdaptationState:
         n = state.count.astype(state.mean.dtype)
-        estimate = state.m2 / jnp.maximum(n - 1.0, 1.0)  # the draws' (co)variance
-        if dense_mass:
-            regulariser = jnp.eye(state.mean.shape[0], dtype=estimate.dtype)
-        else:
-            regulariser = 1.0
-            if gradient_metric:
-                # sqrt(var(x) / var(g)) where the gradients were recorded and vary
-                # (the (n - 1) normalisations cancel); the variance elsewhere.
-                has_grad = state.grad_m2 > 0
-                if final_variance and window is None:
-                    has_grad = has_grad & ~last
-                fisher = jnp.sqrt(state.m2 / jnp.where(has_grad, state.grad_m2, 1.0))
-                estimate = jnp.where(has_grad, fisher, estimate)
-        # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
-        shrunk = (n / (n + 5.0)) * estimate + 1e-3 * (5.0 / (n + 5.0)) * regulariser
-        shrunk = shrunk.astype(state.mean.dtype)
+        regulariser = jnp.eye(state.mean.shape[0], dtype=state.m2.dtype) if dense_mass else 1.0
+
+        def shrunk(estimate):
+            # Stan's regularisation: shrink towards 1e-3 * I with weight 5 / (n + 5).
+            estimate = (n / (n + 5.0)) * estimate + 1e-3 * (5.0 / (n + 5.0)) * regulariser
+            return estimate.astype(state.mean.dtype)
+
+        variance = state.m2 / jnp.maximum(n - 1.0, 1.0)  # the draws' (co)variance
+        estimate = variance
+        if gradient_metric and not dense_mass:
+            # sqrt(var(x) / var(g)) where the gradients were recorded and vary
+            # (the (n - 1) normalisations cancel); the variance elsewhere.
+            has_grad = state.grad_m2 > 0
+            if final_variance and window is None:
+                has_grad = has_grad & ~last
+            fisher = jnp.sqrt(state.m2 / jnp.where(has_grad, state.grad_m2, 1.0))
+            estimate = jnp.where(has_grad, fisher, estimate)
+        new = shrunk(estimate)
         if window is not None:  # a low-rank metric
             valid = jnp.arange(window.shape[0]) < state.count  # the rows that hold draws
-            shrunk = metric.fit_low_rank(
-                window[:, 0], window[:, 1], valid, shrunk, low_rank, cutoff=metric.CUTOFF
+            new, misfit = metric.fit_low_rank(
+                window[:, 0], window[:, 1], valid, new, low_rank, cutoff=metric.CUTOFF
             )
+            if final_variance:
+                # The metric the draws are made with gives way to the diagonal metric's
+                # (the draws' variance) where a kept direction is far from Gaussian:
+                # along it the posterior's scale varies by more than the cutoff's
+                # factor (docs/architecture.md, "Kernels").
+                fallback = last & (misfit > metric.CUTOFF**2)
+                new = metric.LowRank(
+                    jnp.where(fallback, shrunk(variance), new.diagonal),
+                    new.vectors,
+                    jnp.where(fallback, 1.0, new.values).astype(new.values.dtype),
+                )
         return state._replace(
             count=jnp.int32(0),
             mean=jnp.zeros_like(state.mean),
             m2=jnp.zeros_like(state.m2),
             grad_mean=jnp.zeros_like(state.grad_mean),
             grad_m2=jnp.zeros_like(state.grad_m2),
-            inverse_mass_matrix=shrunk,
+            inverse_mass_matrix=new,
         )
 
     def update(

@@ -125,13 +125,24 @@ def grad_y(f, g: jax.Array) -> jax.Array:
     return f * g if f.ndim == 1 else f.T @ g
 
 
-def fit_low_rank(positions, gradients, valid, diagonal, rank: int, **settings) -> LowRank:
-    """nutpie's low-rank metric from ``(n, dim)`` draws and gradients (docs/architecture.md).
+def fit_low_rank(
+    positions, gradients, valid, diagonal, rank: int, **settings
+) -> tuple[LowRank, jax.Array]:
+    """nutpie's low-rank metric from ``(n, dim)`` draws and gradients (docs/architecture.md),
+    and its misfit.
 
     ``valid`` (``(n,)`` bool) marks the rows that hold draws; ``diagonal`` is
     the Fisher diagonal ``D`` of the window; ``settings``: ``cutoff``, ``gamma``
-    of :func:`_fit_low_rank`. The result has ``rank`` columns; if the fit is not
+    of :func:`_fit_low_rank`. The metric has ``rank`` columns; if the fit is not
     finite, every eigenvalue is one (the diagonal alone).
+
+    The misfit is the largest ``1 / corr(u'x, u'g)^2`` over the kept directions
+    ``u`` of the window's draws and gradients (0 where none is kept): 1 where the
+    gradient along ``u`` is linear in the position, as the fit assumes (a Gaussian
+    along ``u``), and ``k`` where only ``1 / k`` of its variance is. Integration by
+    parts gives ``cov(u'x, u'g) = -1`` for any posterior, so in population it is
+    also ``var(u'x) var(u'g)``, the square of the ratio of the draws' scale along
+    ``u`` to the scale that the gradients there imply.
 
     Under ``vmap`` the chains are fitted one after the other (``lax.map``): jaxlib's
     batched SVD on CPU hangs with several CPU devices running at once.
@@ -154,7 +165,7 @@ def _fit_low_rank(
     rank: int,
     cutoff: float = CUTOFF,
     gamma: float = 1e-5,
-) -> LowRank:
+) -> tuple[LowRank, jax.Array]:
     """:func:`fit_low_rank` for one chain. ``gamma`` regularises both covariances
     by ``n * gamma`` (nutpie's ``gamma``), in the scaled space."""
     dtype = positions.dtype
@@ -199,8 +210,12 @@ def _fit_low_rank(
         u = jnp.pad(u, ((0, 0), (0, rank - keep)))
         chosen = jnp.pad(chosen, (0, rank - keep), constant_values=1.0)
     finite = jnp.all(jnp.isfinite(u)) & jnp.all(jnp.isfinite(chosen))
-    return LowRank(
+    xu, gu = x @ u, g @ u  # (n, keep): the draws and gradients along each direction
+    inverse_r2 = jnp.sum(xu**2, axis=0) * jnp.sum(gu**2, axis=0) / jnp.sum(xu * gu, axis=0) ** 2
+    misfit = jnp.max(jnp.where(chosen != 1.0, inverse_r2, 0.0), initial=0.0)
+    fitted = LowRank(
         diagonal,
         jnp.where(finite, u, 0.0).astype(dtype),
         jnp.where(finite, chosen, 1.0).astype(dtype),
     )
+    return fitted, jnp.where(finite, misfit, 0.0).astype(dtype)
