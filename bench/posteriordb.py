@@ -25,11 +25,14 @@ records:
   when it is below 4.5: for one scalar |z| > 4.5 has a normal probability of
   about 7e-6, so for the tens of scalars of a posterior the bound is a
   family-wise test at roughly five sigma; a failed check means a wrong
-  translation or a sampler that missed part of the posterior, not noise.
+  translation or a sampler that missed part of the posterior, not noise. A
+  run whose max R-hat is above 1.1 fails it too: its chains disagree, so one
+  of them missed what the others found (a stuck chain can leave the pooled
+  mean within its wide MCSE).
 
 With ``--seeds N`` every measurement is repeated with seeds 0..N-1; a row
-gives the medians over the seeds, and its largest ``max |z|`` (``ok`` only if
-every seed's is below 4.5). The ``diag/low_rank`` column, on a ``low_rank``
+gives the medians over the seeds, but its largest ``max |z|`` and ``max
+R-hat`` (``ok`` only if every seed's run is). The ``diag/low_rank`` column, on a ``low_rank``
 row, divides the ``diag`` row's gradients per min ESS by its own (above 1:
 the low-rank metric needs fewer gradients per effective draw).
 
@@ -69,6 +72,7 @@ CHAINS, WARMUP, DRAWS = 4, 1000, 1000
 QUICK_POSTERIORS = ("kidiq-kidscore_interaction", "eight_schools-eight_schools_noncentered")
 QUICK_WARMUP, QUICK_DRAWS = 300, 300
 Z_LIMIT = 4.5
+RHAT_LIMIT = 1.1
 
 
 # -- posteriordb ---------------------------------------------------------------------------
@@ -244,7 +248,7 @@ def measure(
         "wall_s": wall,
         "max_abs_z": abs(z[worst]),
         "worst_scalar": worst,
-        "ok": abs(z[worst]) < Z_LIMIT,
+        "ok": abs(z[worst]) < Z_LIMIT and not _worst(rhat.values(), max) > RHAT_LIMIT,
         "scalars": len(z),
     })  # fmt: skip
     return record
@@ -265,7 +269,8 @@ def summarize(records: list[dict[str, Any]], posteriors: list[str], masses: list
                 "dim": done[0]["dim"] if done else None,
                 **{k: median([r[k] for r in done]) for k in (
                     "gradients", "min_ess_bulk", "grads_per_ess", "grads_per_ess_sampling",
-                    "max_rhat", "divergent", "wall_s")},
+                    "divergent", "wall_s")},
+                "max_rhat": _worst((r["max_rhat"] for r in done), max) if done else None,
                 "max_abs_z": max((r["max_abs_z"] for r in done), default=None),
                 "worst_scalar": max(done, key=lambda r: r["max_abs_z"])["worst_scalar"]
                 if done else None,
@@ -347,10 +352,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = summarize(records, posteriors, masses)
     print(f"{CHAINS} chains x ({warmup} warmup + {draws} draws), seeds 0..{args.seeds - 1}; "
-          f"check: max abs z < {Z_LIMIT} against posteriordb's reference draws\n")  # fmt: skip
+          f"check: max abs z < {Z_LIMIT} against posteriordb's reference draws, "
+          f"max R-hat <= {RHAT_LIMIT}\n")  # fmt: skip
     machine = {**machine_info(), "backend": jax.default_backend()}
     settings = {"chains": CHAINS, "warmup": warmup, "draws": draws, "seeds": args.seeds,
-                "z_limit": Z_LIMIT}  # fmt: skip
+                "z_limit": Z_LIMIT, "rhat_limit": RHAT_LIMIT}  # fmt: skip
     areas.emit("posteriordb", rows, args.json, machine=machine, command=" ".join(sys.argv),
                settings=settings, records=records)  # fmt: skip
     return 0 if all("error" not in r for r in records) else 1

@@ -160,7 +160,9 @@ class NUTS(_HMCFamily):
         CPU run too short to repay the low-rank metric's compile; ``"diag"``
         (:mod:`sluice.mcmc.adaptation`); ``"dense"``: the draws' covariance
         (Stan's); ``"low_rank"``: the diagonal plus up to ``max_rank``
-        directions fitted as nutpie does (:mod:`sluice.mcmc.metric`).
+        directions fitted as nutpie does (:mod:`sluice.mcmc.metric`), or the
+        diagonal metric's variance where the last window's draws are far from
+        Gaussian along a fitted direction (docs/kernels.md).
     max_rank
         Most directions of a low-rank metric, default 16.
 
