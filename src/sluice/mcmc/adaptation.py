@@ -262,9 +262,9 @@ def window_adaptation(
             )
             if final_variance:
                 # The metric the draws are made with gives way to the diagonal metric's
-                # (the draws' variance) where a kept direction is far from Gaussian:
-                # along it the posterior's scale varies by more than the cutoff's
-                # factor (docs/architecture.md, "Kernels").
+                # (the draws' variance) where the fit's premise fails: along a kept
+                # direction less than 1 / CUTOFF^2 of the gradient's variance is linear
+                # in the position (docs/kernels.md, "Mass matrices").
                 fallback = last & (misfit > metric.CUTOFF**2)
                 new = metric.LowRank(
                     jnp.where(fallback, shrunk(variance), new.diagonal),

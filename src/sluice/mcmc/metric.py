@@ -210,7 +210,7 @@ def _fit_low_rank(
         u = jnp.pad(u, ((0, 0), (0, rank - keep)))
         chosen = jnp.pad(chosen, (0, rank - keep), constant_values=1.0)
     finite = jnp.all(jnp.isfinite(u)) & jnp.all(jnp.isfinite(chosen))
-    xu, gu = x @ u, g @ u  # (n, keep): the draws and gradients along each direction
+    xu, gu = x @ u, g @ u  # (n, rank): the draws and gradients along each direction
     inverse_r2 = jnp.sum(xu**2, axis=0) * jnp.sum(gu**2, axis=0) / jnp.sum(xu * gu, axis=0) ** 2
     misfit = jnp.max(jnp.where(chosen != 1.0, inverse_r2, 0.0), initial=0.0)
     fitted = LowRank(

@@ -126,9 +126,9 @@ def _sampler_problems(
     if num_divergent:
         metric = (
             " The metric kept low-rank directions (mass_matrix='auto' fits them on "
-            f"posteriors of 2 to {LOW_RANK_MAX_DIM:,} elements): on heavy tails, such as a "
-            "horseshoe prior's, the diagonal metric can sample far better; try "
-            "mass_matrix='diag'."
+            f"posteriors of 2 to {LOW_RANK_MAX_DIM:,} elements): where the posterior's "
+            "tails are heavy or its scales vary (a funnel), the diagonal metric can "
+            "sample far better; try mass_matrix='diag'."
             if low_rank
             else ""
         )
