@@ -270,8 +270,9 @@ def run_sluice(t: dict[str, Any], seed: int, **settings: Any) -> dict[str, Any]:
 
 def run_sluice_fisher(t: dict[str, Any], seed: int) -> dict[str, Any]:
     """sluice with the Fisher diagonal in the last warmup window too (``final_variance=False``
-    in :func:`sluice.mcmc.adaptation.window_adaptation`; the default takes the draws'
-    variance there): the comparison behind that default."""
+    in :func:`sluice.mcmc.adaptation.window_adaptation`, which also keeps a low-rank fit
+    there however far from Gaussian; the default takes the draws' variance there): the
+    comparison behind that default."""
     import functools
 
     from sluice.mcmc import adaptation, kernels

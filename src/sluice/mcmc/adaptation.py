@@ -165,10 +165,11 @@ def window_adaptation(
     """Window adaptation for one chain (docs/architecture.md, "Kernels").
 
     ``gradient_metric=False`` keeps Stan's variance estimator even when the
-    gradients are given; ``final_variance=False`` keeps the Fisher diagonal in
-    the last window too (both about the diagonal metric). ``low_rank=k > 0``: a
-    low-rank plus diagonal metric with at most ``k`` directions (needs the
-    gradients). ``low_rank_max_dim`` makes it a preference
+    gradients are given (about the diagonal metric); ``final_variance=False``
+    keeps the Fisher diagonal in the last window too, and a low-rank fit there
+    however far from Gaussian (:func:`sluice.mcmc.metric.fit_low_rank`'s
+    misfit). ``low_rank=k > 0``: a low-rank plus diagonal metric with at most
+    ``k`` directions (needs the gradients). ``low_rank_max_dim`` makes it a preference
     (``mass_matrix="auto"``): a position of more elements, or of one, or a point
     given without its gradient, takes the diagonal (``state.window`` is then ``None``).
     """
