@@ -285,7 +285,8 @@ AREAS: tuple[Area, ...] = (
             Job("pymc-models-emitters", f"{PYMC} linear,poisson,hier_logistic,"
                 "stochastic_volatility --samplers sluice,numpyro,nutpie --reps 3", parse_rows,
                 f"{PYMC_QUICK} sluice"),
-            # a horseshoe prior, where the low-rank metric samples far worse than the diagonal
+            # a horseshoe prior, where the low-rank fit's last-window check hands every chain
+            # the diagonal metric's variance (docs/kernels.md, "Mass matrices")
             Job("pymc-models-horseshoe", f"{PYMC} horseshoe --samplers "
                 "sluice,sluice-diag,numpyro,nutpie --reps 3", parse_rows,
                 f"{PYMC_QUICK} sluice"),

@@ -230,6 +230,7 @@ def measure(
     if missing:
         raise RuntimeError(f"{posterior}: the model records no {', '.join(missing)}")
     ess, rhat, z = check(recorded, moments)
+    max_rhat = _worst(rhat.values(), max)
     gradients = int(run.info.num_gradients_warmup) + int(run.info.num_gradients)
     min_ess = _worst(ess.values(), min)
     worst = max(z, key=lambda name: math.inf if math.isnan(z[name]) else abs(z[name]))
@@ -243,12 +244,12 @@ def measure(
         "min_ess_scalar": min(ess, key=ess.get),
         "grads_per_ess": gradients / min_ess,
         "grads_per_ess_sampling": int(run.info.num_gradients) / min_ess,
-        "max_rhat": _worst(rhat.values(), max),
+        "max_rhat": max_rhat,
         "divergent": int(run.sample_stats["diverging"].sum()),
         "wall_s": wall,
         "max_abs_z": abs(z[worst]),
         "worst_scalar": worst,
-        "ok": abs(z[worst]) < Z_LIMIT and not _worst(rhat.values(), max) > RHAT_LIMIT,
+        "ok": abs(z[worst]) < Z_LIMIT and not max_rhat > RHAT_LIMIT,
         "scalars": len(z),
     })  # fmt: skip
     return record

@@ -100,9 +100,12 @@ def test_last_window_takes_the_variance_and_earlier_ones_the_fisher_diagonal():
     np.testing.assert_allclose(kept.inverse_mass_matrix, fisher, rtol=1e-4)
 
 
+ROTATION = np.array([[1.0, -1.0], [1.0, 1.0]]) / np.sqrt(2.0)  # 45 degrees
+
+
 def _rotated(w, grad_w):
-    """Draws and gradients of a posterior in ``w`` seen through a 45-degree rotation."""
-    r = np.array([[1.0, -1.0], [1.0, 1.0]], np.float32) / np.sqrt(2.0)
+    """Draws and gradients of a posterior in ``w`` seen through :data:`ROTATION`."""
+    r = ROTATION.astype(np.float32)
     return w @ r.T, grad_w @ r.T  # x = R w; grad_x = R^{-T} grad_w = R grad_w
 
 
@@ -139,8 +142,8 @@ def test_a_low_rank_fit_far_from_gaussian_gives_way_to_the_variance_in_the_last_
     np.testing.assert_allclose(gaussian.diagonal, fisher, rtol=1e-4)
     assert np.any(np.asarray(gaussian.values) != 1.0)
     # the fitted metric is the Gaussian's covariance R diag(100, 1) R'
-    r = np.array([[1.0, -1.0], [1.0, 1.0]]) / np.sqrt(2.0)
-    np.testing.assert_allclose(gaussian.dense(), r @ np.diag([100.0, 1.0]) @ r.T, rtol=0.02)
+    expected = ROTATION @ np.diag([100.0, 1.0]) @ ROTATION.T
+    np.testing.assert_allclose(gaussian.dense(), expected, rtol=0.02)
 
 
 def test_dense_metric_is_the_window_covariance():
