@@ -257,6 +257,41 @@ def test_steps_and_tree_depth_stay_within_their_bounds(max_tree_depth, method):
         assert np.any(depth == max_tree_depth) and np.any(depth < max_tree_depth)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_masked_and_looped_checks_take_the_same_trajectories(batch, monkeypatch):
+    """Testing every checkpoint row at once (masked) and only the rows that close (a
+    loop) are two forms of one criterion: on a 40-dim Gaussian with scales over a
+    factor 4 (an identity metric: sub-trajectories turn at different lengths), 150
+    transitions of one chain and of a vmap of chains take the same steps and tree
+    depths, to rounding of the positions."""
+    dim = 40
+    scales = jnp.linspace(0.5, 2.0, dim, dtype=jnp.float32)
+
+    def fn(x):
+        return -0.5 * jnp.sum((x / scales) ** 2)
+
+    def chain(key):
+        def body(state, k):
+            state, info = nuts_step(k, state, fn, 0.25, jnp.ones(dim))
+            return state, (state[0], info["n_steps"], info["tree_depth"], info["diverging"])
+
+        return jax.lax.scan(body, _state(fn, jnp.ones(dim)), jax.random.split(key, 150))[1]
+
+    keys = jax.random.split(jax.random.PRNGKey(11), batch)
+    runs = {}
+    for masked in (True, False):
+        bound = dim if masked else dim - 1
+        monkeypatch.setattr(hamiltonian, "_MASKED_MAX_DIM", bound)
+        monkeypatch.setattr(hamiltonian, "_MASKED_MAX_DIM_BATCHED", bound)
+        f = jax.vmap(chain) if batch > 1 else lambda k: chain(k[0])
+        runs[masked] = jax.tree.map(np.asarray, jax.jit(f)(keys))
+    (x1, *path1), (x2, *path2) = runs[True], runs[False]
+    for a, b in zip(path1, path2, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert np.mean(path1[1]) > 3  # tree depths: many sub-trajectories close and are tested
+    np.testing.assert_allclose(x1, x2, rtol=0, atol=1e-4)
+
+
 # -- whitening -------------------------------------------------------------------------
 RHO = 0.99
 NARROW = np.array([[1.0, RHO * 3.0], [RHO * 3.0, 9.0]])  # sds 1 and 3, correlation 0.99

@@ -28,12 +28,15 @@ from sluice.mcmc import metric
 
 __all__ = ["find_step_size", "hmc_step", "nuts_step"]
 
-# Up to this dimension the per-step bookkeeping is dominated by the number of
-# operations, not by memory traffic: checkpoints are tested all at once (masked)
-# and writes go to a scratch row instead of being skipped by a branch. Set
-# between the two regimes measured (dim 10: masked faster; dim 10,000: the
-# check loop and branches faster); the crossover itself was not measured.
-_SMALL_DIM = 256
+# Up to these dimensions a leapfrog step's sub-trajectory checks cost fewer
+# operations than passes over memory: every checkpoint row is tested at once
+# (masked) and a step's checkpoint goes to a scratch row instead of being skipped
+# by a branch. Above them only the rows that close are tested, in a loop, and one
+# chain skips its writes by a branch: a masked step reads and rewrites the whole
+# (max_tree_depth + 1, 2, dim) stack. A vmap of chains crosses over sooner (its
+# masked rows are a batch's). Measured: bench/studies/nuts_turn_checks.py.
+_MASKED_MAX_DIM = 48  # one chain
+_MASKED_MAX_DIM_BATCHED = 32  # a vmap of chains
 
 # Counter streams of the transition's key (one Threefry block per draw).
 _MOMENTUM, _DIRECTIONS, _LEAF, _MERGE, _ACCEPT, _TRIAL = range(6)  # _TRIAL + i: trial i
@@ -139,7 +142,7 @@ class _Settings(NamedTuple):
     threshold: float  # divergence threshold on H - H0
     dim: int
     batched: bool  # a batch of chains along a leading axis (under vmap)
-    small: bool  # dim <= _SMALL_DIM: test every checkpoint row at once, masked
+    small: bool  # test every checkpoint row at once, masked (_masked)
 
     @property
     def by_branch(self) -> bool:
@@ -161,6 +164,11 @@ def _init(s: _Settings, words, state, step_size, inverse_mass_matrix) -> tuple[_
     )
     directions = random.bits(words, _DIRECTIONS, 0)[0]
     return tree, _Context(words, factor, h0, directions, step_size, jnp.int32(0), step_size)
+
+
+def _masked(dim: int, batched: bool) -> bool:
+    """Whether a step tests every checkpoint row at once (see :data:`_MASKED_MAX_DIM`)."""
+    return dim <= (_MASKED_MAX_DIM_BATCHED if batched else _MASKED_MAX_DIM)
 
 
 def _tree_active(s: _Settings, tree: _Tree) -> jax.Array:
@@ -400,7 +408,7 @@ def nuts_step(
     def settings(consts, batched):
         vg_fn = functools.partial(vg, consts)
         threshold = float(divergence_threshold)
-        return _Settings(vg_fn, max_tree_depth, threshold, dim, batched, dim <= _SMALL_DIM)
+        return _Settings(vg_fn, max_tree_depth, threshold, dim, batched, _masked(dim, batched))
 
     def one(key, state, step_size, imm, consts):
         return _nuts(settings(consts, False), random.key_words(key), state, step_size, imm)
