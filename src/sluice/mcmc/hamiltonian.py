@@ -142,12 +142,12 @@ class _Settings(NamedTuple):
     threshold: float  # divergence threshold on H - H0
     dim: int
     batched: bool  # a batch of chains along a leading axis (under vmap)
-    small: bool  # test every checkpoint row at once, masked (_masked)
+    masked: bool  # test every checkpoint row at once (_masked)
 
     @property
     def by_branch(self) -> bool:
         """Skip writes with a branch instead of writing to a scratch row."""
-        return not (self.batched or self.small)
+        return not (self.batched or self.masked)
 
 
 def _init(s: _Settings, words, state, step_size, inverse_mass_matrix) -> tuple[_Tree, _Context]:
@@ -228,7 +228,7 @@ def _turns(s: _Settings, ckpt, p, q, n) -> jax.Array:
     """Whether a sub-trajectory ending at leaf ``n`` turns (docs/architecture.md, "Kernels")."""
     hi = jax.lax.population_count(n >> 1)
     lo = hi - jax.lax.population_count((~n & (n + 1)) - 1) + 1
-    if s.small:  # all rows at once, masked
+    if s.masked:  # all rows at once
         rows = jnp.arange(s.max_depth + 1)
         rho = q - ckpt[:, 1]
         turns = (_dot(ckpt[:, 0], rho) <= 0) | (_dot(p, rho) <= 0)
