@@ -12,7 +12,13 @@ from arviz.stats.diagnostics import _ess
 from arviz.stats.stats_utils import autocov
 from tests.stats.helpers import ar1
 
-from sluice.stats._numerics import Compensated, compensated_add, compensated_value, geyer_tau
+from sluice.stats._numerics import (
+    Compensated,
+    compensated_add,
+    compensated_value,
+    cummax_rows,
+    geyer_tau,
+)
 
 geyer = jax.jit(geyer_tau)
 
@@ -82,3 +88,48 @@ def test_compensated_sum_keeps_float32_digits():
     plain_err = abs(float(plain) - exact) / exact
     comp_err = abs(float(compensated_value(comp)) - exact) / exact
     assert comp_err < 1e-7 < plain_err  # the plain float32 sum has lost digits
+
+
+def test_cummax_rows_is_numpys_running_maximum():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((7, 300)).astype(np.float32)
+    a[2, 40] = np.inf
+    a[3, :5] = -np.inf
+    got = np.asarray(cummax_rows(jnp.asarray(a)))
+    np.testing.assert_array_equal(got, np.maximum.accumulate(a, axis=1))
+    ints = rng.integers(-50, 50, size=(3, 20)).astype(np.int32)
+    np.testing.assert_array_equal(
+        np.asarray(cummax_rows(jnp.asarray(ints))), np.maximum.accumulate(ints, axis=1)
+    )
+
+
+def test_the_proxys_inverse_is_the_piecewise_linear_interpolation_of_its_knots():
+    """``inverse`` maps a score back to ``x`` through the knots the proxy passes:
+    NumPy's interpolation between them, the outer slopes beyond; tied knots (a
+    point mass in the pilot) map their score to the tie."""
+    from sluice.stats import streaming_state as st
+
+    rng = np.random.default_rng(6)
+    pilot = rng.standard_t(4, size=(400, 5)).astype(np.float32)
+    pilot[:300, 3] = 2.0  # a point mass: the knots from 0.02 to 0.7 tie
+    pilot[:, 4] = np.exp(pilot[:, 4])  # skewed
+    knots = st.reference(jnp.asarray(pilot))  # (9, D)
+    h = st.hinges(knots)
+    z_knots = np.asarray(st.proxy(knots, h), np.float64)  # the proxy at each knot, (9, D)
+    z = np.linspace(z_knots.min() - 2.0, z_knots.max() + 2.0, 301).astype(np.float32)
+    got = np.asarray(st.inverse(jnp.asarray(z), knots))  # (D, 301)
+    # round trip: the proxy of the inverse is the score
+    back = np.asarray(st.proxy(jnp.asarray(got.T), h)).T
+    k = np.asarray(knots, np.float64)
+    for d in range(5):
+        zk, xk = z_knots[:, d], k[:, d]
+        keep = np.concatenate([[True], np.diff(zk) > 0])  # a tie: the first of its knots
+        want = np.interp(z, zk[keep], xk[keep])
+        # beyond the outer knots: the slope of the nearest segment with width
+        wide = np.flatnonzero(np.diff(zk) > 0)
+        first, last = wide[0], wide[-1]
+        lo, hi = z < zk[0], z > zk[-1]
+        want[lo] = xk[0] + (z[lo] - zk[0]) * np.diff(xk)[first] / np.diff(zk)[first]
+        want[hi] = xk[-1] + (z[hi] - zk[-1]) * np.diff(xk)[last] / np.diff(zk)[last]
+        np.testing.assert_allclose(got[d], want, rtol=1e-5, atol=1e-5 * np.ptp(xk))
+        np.testing.assert_allclose(back[d], z, rtol=1e-5, atol=1e-4)

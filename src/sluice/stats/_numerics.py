@@ -12,7 +12,7 @@ the number of lags.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -24,8 +24,10 @@ __all__ = [
     "compensated_add",
     "compensated_merge",
     "compensated_value",
+    "cummax_rows",
     "cumsum_rows",
     "geyer_tau",
+    "materialize",
     "row_add",
 ]
 
@@ -199,6 +201,34 @@ def cumsum_rows(a: jax.Array) -> jax.Array:
         return total, total
 
     return jax.lax.scan(step, jnp.zeros_like(a[:, 0]), a.T)[1].T
+
+
+def cummax_rows(a: jax.Array) -> jax.Array:
+    """``jax.lax.cummax(a, axis=1)`` of a ``(D, G)`` array, as a scan over the ``G``
+    columns (the same values: a maximum is exact), which XLA:CPU runs several times
+    faster than the windowed reduction it lowers ``cummax`` to.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> cummax_rows(jnp.asarray([[1, 3, 2], [4, 2, 6]])).tolist()
+    [[1, 3, 3], [4, 4, 6]]
+    """
+
+    def step(top, column):
+        top = jnp.maximum(top, column)
+        return top, top
+
+    # the scan's start is the identity, not column 0: ``a`` is then read once (XLA
+    # would otherwise compute a fused producer of ``a`` twice)
+    low = -jnp.inf if jnp.issubdtype(a.dtype, jnp.floating) else jnp.iinfo(a.dtype).min
+    return jax.lax.scan(step, jnp.full_like(a[:, 0], low), a.T)[1].T
+
+
+def materialize(tree: Any) -> Any:
+    """``tree`` computed once and kept (XLA would otherwise recompute a cheap elementwise
+    producer inside every consumer): the output of a one-trip loop is a buffer."""
+    return jax.lax.fori_loop(0, 1, lambda _, t: t, tree)
 
 
 def row_add(a: jax.Array, i: jax.Array, v: jax.Array) -> jax.Array:

@@ -23,7 +23,7 @@ from sluice._jax import compile as programs
 from sluice._jax.batching import map_in_place
 from sluice.stats import streaming_readout
 from sluice.stats._layout import flatten, num_elements, own_copy, working_dtype
-from sluice.stats._numerics import compensated_add, compensated_zeros, row_add
+from sluice.stats._numerics import compensated_add, compensated_zeros, materialize, row_add
 from sluice.stats.base import Blocks, Statistic
 from sluice.stats.streaming_state import (
     COUNT_MAX,
@@ -92,12 +92,6 @@ def init(settings: StreamSettings, pooled: PyTree) -> StreamState:
 
 
 # -- one window of rows -----------------------------------------------------------------------
-def _materialize(tree: Any) -> Any:
-    """``tree`` computed once and kept (XLA would otherwise recompute a cheap elementwise
-    producer inside every consumer): the output of a one-trip loop is a buffer."""
-    return jax.lax.fori_loop(0, 1, lambda _, t: t, tree)
-
-
 class _Reference(NamedTuple):
     center: jax.Array
     lo: jax.Array
@@ -143,7 +137,7 @@ def _window(state: StreamState, prev: jax.Array, x: jax.Array, zx: jax.Array, n:
     q = y * y
     segf = jnp.stack([y, q, z, z * z, jnp.abs(z), lagf[2], lagf[3]])  # (SEG, W, D)
     moments = jnp.stack([y, q, q * y, q * q])
-    lagf, segf, moments = _materialize((lagf, segf, moments))
+    lagf, segf, moments = materialize((lagf, segf, moments))
     g = start + jnp.arange(w)  # the draw index of each row
 
     # moments and extremes
