@@ -155,3 +155,28 @@ def test_stopped_marker_refuses_a_wrong_count(store, stopped):
     with pytest.raises(StoreError, match="cannot mark"):
         sink.stop(stopped.info.draws + SETTINGS["chunk_size"])
     sink.close()
+
+
+def test_the_summary_read_at_the_last_chunk_is_the_runs(monkeypatch):
+    """``until`` reads the summary at every chunk; the reading at the last one is the
+    run's summary (no second merge and finalize), and it covers every draw."""
+    from sluice.runtime import statistics as run_statistics
+
+    calls = []
+    real = run_statistics.summarize
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(run_statistics, "summarize", counted)
+    never = sluice.converged(ess_bulk=10**9)  # read at every chunk, never met
+    run = sluice.sample(model(), until=never, progress=False, **SETTINGS)
+    assert run.info.draws == SETTINGS["draws"]
+    read = len(calls)
+    assert read == SETTINGS["draws"] // SETTINGS["chunk_size"]
+    table = run.summary(round_to="none")
+    assert len(calls) == read
+    x = run.draws["x"].reshape(-1, 3)
+    np.testing.assert_allclose(table["mean"].to_numpy(), x.mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(table["sd"].to_numpy(), x.std(axis=0, ddof=1), rtol=1e-4)

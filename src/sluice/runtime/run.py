@@ -190,6 +190,7 @@ class Run:
         stats_states: dict[str, Any],
         local_chains: slice | None = None,
         summary_key: str | None = None,
+        finalized: dict[str, Any] | None = None,
     ):
         self.model = model
         self.sink = sink
@@ -199,7 +200,9 @@ class Run:
         self._statistics = dict(statistics)
         self._stats_states = stats_states  # {name: state with a leading chain axis}
         self._summary_key = summary_key
-        self._finalized: dict[str, Any] = {}
+        # finalized statistics (host values), by name: computed on first use, or given
+        # (the default summary as the run's last reading left it)
+        self._finalized: dict[str, Any] = dict(finalized or {})
         self._told = False  # the summary's diagnosis is told once per run
 
     # -- draws ----------------------------------------------------------------

@@ -96,6 +96,9 @@ class Session:
         self.checkpointing = isinstance(sink, ResumableSink)
         self.info = RunInfo(plan.config, num_devices=len(plan.topology.devices))
         self.worst: dict[str, float] | None = None  # `until`'s quantities at the last chunk
+        # the default summary as the last reading computed it, and the iteration read:
+        # the run's summary when no chunk came after (a second merge and finalize saved)
+        self.read_summary: tuple[int, Any] | None = None
         slots = self.topology.local_slots
         self.chain_ids = self.topology.put_local(np.arange(slots.start, slots.stop, dtype=np.int32))
         self.schedule = plan.config.kernel.warmup().schedule(plan.config.warmup)
@@ -367,6 +370,7 @@ class Session:
             jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
         ]
         summary = run_statistics.summarize(p.statistics[name], per_chain)
+        self.read_summary = (self.iteration, summary)
         until = self.config.until
         worst = until.progress(summary) if until is not None else worst_values(summary)
         if t.multiprocess:
@@ -452,6 +456,11 @@ class Session:
             stats_states=stats_states,
             local_chains=local_chains,
             summary_key=p.summary_key,
+            finalized=(
+                {p.summary_key: self.read_summary[1]}
+                if self.read_summary is not None and self.read_summary[0] == self.iteration
+                else None
+            ),
         )
         keep_summary = getattr(self.sink, "keep_summary", None)  # optional (Sink)
         if keep_summary is not None and p.summary_key is not None and t.is_main:
