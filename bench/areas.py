@@ -460,7 +460,9 @@ AREAS: tuple[Area, ...] = (
                 "--warmup 100 --draws 200", parse_rows,
                 "bench/stats_overhead.py --defaults 1000 --reps 1 --warmup 50 --draws 50"),
         ),
-        key=_by("dim", "warmup", "draws", "compile_cache", "variant"),
+        # (raw outputs from before the cache column ran without one)
+        key=lambda r: (r.get("dim"), r.get("warmup"), r.get("draws"),
+                       r.get("compile_cache") or "none", r.get("variant")),
         columns=(
             ("dim", "dim", "d"), ("warmup", "warmup", "d"), ("draws", "draws", "d"),
             ("compile_cache", "compile cache", ""), ("variant", "statistics", ""),
