@@ -448,6 +448,8 @@ class Session:
                 DiagnosticWarning,
                 stacklevel=4,
             )
+        read = self.read_summary  # the last reading, if no chunk came after it
+        finalized = {p.summary_key: read[1]} if read and read[0] == self.iteration else None
         run = Run(
             model=p.model,
             sink=self.sink,
@@ -456,11 +458,7 @@ class Session:
             stats_states=stats_states,
             local_chains=local_chains,
             summary_key=p.summary_key,
-            finalized=(
-                {p.summary_key: self.read_summary[1]}
-                if self.read_summary is not None and self.read_summary[0] == self.iteration
-                else None
-            ),
+            finalized=finalized,
         )
         keep_summary = getattr(self.sink, "keep_summary", None)  # optional (Sink)
         if keep_summary is not None and p.summary_key is not None and t.is_main:

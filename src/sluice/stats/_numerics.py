@@ -183,6 +183,18 @@ def geyer_tau(
     return GeyerResult(tau, terminated, last)
 
 
+def _running(op: Any, start: Any, a: jax.Array) -> jax.Array:
+    """``op`` accumulated along the rows of ``a`` ``(D, G)`` from ``start``, as a scan
+    over the ``G`` columns (``start`` is ``op``'s identity: ``a`` is then read once,
+    where XLA would compute a fused producer of ``a`` twice for a start of column 0)."""
+
+    def step(acc, column):
+        acc = op(acc, column)
+        return acc, acc
+
+    return jax.lax.scan(step, jnp.full_like(a[:, 0], start), a.T)[1].T
+
+
 def cumsum_rows(a: jax.Array) -> jax.Array:
     """``jnp.cumsum(a, axis=1)`` of a ``(D, G)`` array, as a scan over the ``G`` columns.
 
@@ -195,12 +207,7 @@ def cumsum_rows(a: jax.Array) -> jax.Array:
     >>> cumsum_rows(jnp.asarray([[1, 2, 3], [4, 5, 6]])).tolist()
     [[1, 3, 6], [4, 9, 15]]
     """
-
-    def step(total, column):
-        total = total + column
-        return total, total
-
-    return jax.lax.scan(step, jnp.zeros_like(a[:, 0]), a.T)[1].T
+    return _running(jnp.add, 0, a)
 
 
 def cummax_rows(a: jax.Array) -> jax.Array:
@@ -214,15 +221,8 @@ def cummax_rows(a: jax.Array) -> jax.Array:
     >>> cummax_rows(jnp.asarray([[1, 3, 2], [4, 2, 6]])).tolist()
     [[1, 3, 3], [4, 4, 6]]
     """
-
-    def step(top, column):
-        top = jnp.maximum(top, column)
-        return top, top
-
-    # the scan's start is the identity, not column 0: ``a`` is then read once (XLA
-    # would otherwise compute a fused producer of ``a`` twice)
     low = -jnp.inf if jnp.issubdtype(a.dtype, jnp.floating) else jnp.iinfo(a.dtype).min
-    return jax.lax.scan(step, jnp.full_like(a[:, 0], low), a.T)[1].T
+    return _running(jnp.maximum, low, a)
 
 
 def materialize(tree: Any) -> Any:
