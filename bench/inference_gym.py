@@ -10,11 +10,14 @@ sampled here as an unconstrained log density of one flat vector, through its
   (NUTS, ``mass_matrix="auto"``, ``chain_method="auto"``, progress on);
 * ``blackjax``: ``blackjax.window_adaptation(blackjax.nuts, ...)`` then a
   ``lax.scan`` of ``blackjax.nuts`` steps, as BlackJAX's documentation runs it,
-  one chain mapped over the chains with ``lax.map`` (on CPU faster for NUTS
-  than ``vmap``, which pays each step for the longest trajectory), the two
-  phases jitted;
-* ``numpyro``: ``MCMC(NUTS(potential_fn=...), chain_method="sequential").run``,
-  one call as its users make it.
+  one chain per CPU device with ``jax.pmap``;
+* ``numpyro``: ``MCMC(NUTS(potential_fn=...), chain_method="parallel").run``,
+  one call as its users make it, one chain per CPU device.
+
+sluice places its chains itself (one CPU device per core); BlackJAX and
+NumPyro get one CPU device per chain (``jax_num_cpu_devices``, as NumPyro's
+``set_host_device_count``), their users' way to run chains in parallel on a
+CPU: every library uses every core.
 
 Every library: 4 chains of 1,000 warmup iterations and 1,000 draws, target
 acceptance 0.8, max tree depth 10, float32, every chain starting at zero in the
@@ -313,7 +316,7 @@ def run_blackjax(t: dict[str, Any], seed: int) -> dict[str, Any]:
 
     keys = jax.random.split(jax.random.key(seed), (CHAINS, 2))
     begin = time.perf_counter()
-    out = jax.block_until_ready(jax.jit(lambda k: jax.lax.map(one_chain, k))(keys))
+    out = jax.block_until_ready(jax.pmap(one_chain)(keys))
     wall = time.perf_counter() - begin
     z, steps, divergent, energy, grads_warmup, step_size = (np.asarray(x) for x in out)
     return {
@@ -324,7 +327,7 @@ def run_blackjax(t: dict[str, Any], seed: int) -> dict[str, Any]:
         "divergent": int(divergent.sum()),
         "grads_warmup": int(grads_warmup.sum()),
         "step_size": [float(s) for s in step_size],
-        "setting": "diag/lax.map",
+        "setting": "diag/pmap",
     }
 
 
@@ -337,7 +340,7 @@ def run_numpyro(t: dict[str, Any], seed: int) -> dict[str, Any]:
     kernel = NUTS(potential_fn=lambda z: -logdensity(z), target_accept_prob=TARGET_ACCEPT,
                   max_tree_depth=MAX_TREE_DEPTH)  # fmt: skip
     mcmc = MCMC(kernel, num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS,
-                chain_method="sequential", progress_bar=False)  # fmt: skip
+                chain_method="parallel", progress_bar=False)  # fmt: skip
     init = jax.numpy.broadcast_to(t["init"], (CHAINS, t["dim"]))
     begin = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(seed), init_params=init,
@@ -353,7 +356,7 @@ def run_numpyro(t: dict[str, Any], seed: int) -> dict[str, Any]:
         "divergent": int(np.asarray(fields["diverging"]).sum()),
         "grads_warmup": None,  # one run() call: its warmup steps are not collected
         "step_size": [float(s) for s in np.ravel(mcmc.last_state.adapt_state.step_size)],
-        "setting": "diag/sequential",
+        "setting": "diag/parallel",
     }
 
 
@@ -422,6 +425,11 @@ def one(target_name: str, library: str, seed: int) -> dict[str, Any]:
     import numpy as np
     from scipy import stats
 
+    # Before anything starts JAX's backend: each library's CPU devices.
+    if library.startswith("sluice"):
+        import sluice  # noqa: F401  (as a user's script does: one device per core)
+    else:
+        jax.config.update("jax_num_cpu_devices", CHAINS)  # one per chain, run in parallel
     t = gym_target(target_name)
     result = RUNNERS[library](t, seed)
     z = result.pop("z").reshape(CHAINS, DRAWS, t["dim"])
