@@ -459,6 +459,8 @@ def one(target_name: str, library: str, seed: int) -> dict[str, Any]:
         "max_z_mean": float(np.nanmax(np.abs(z_mean))),
         "max_z_sd": float(np.nanmax(np.abs(z_sd))),
         "worst_element": worst_el,
+        "worst_sd": float(x[..., worst_el].std(ddof=1)),
+        "worst_truth_sd": float(t["sd"][worst_el]),
         "bound": bound,
         "z_passed": finite and worst < bound,
         "passed": finite and worst < bound and min_ess >= MIN_ESS,

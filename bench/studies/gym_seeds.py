@@ -1,0 +1,148 @@
+"""How often a run passes an Inference Gym target, over many seeds, for variants of sluice's warmup.
+
+``bench/inference_gym.py`` runs three seeds, too few to tell a sampler that
+fails one run in ten from one that fails one in two. This study runs
+``--seeds`` seeds of each target for each variant (4 chains, 1,000 warmup +
+``--draws`` draws, float32, the benchmark's pass rule: every |z| under the Bonferroni
+bound and the smallest bulk ESS at least 100) and prints one JSON line per run,
+then the pass counts. Variants (``--variants``, separated by ``;``) of sluice, each
+``setting[,setting]``:
+
+* ``base``: the defaults;
+* ``buffer=N``: a terminal buffer of ``N`` iterations (the default: 15% of the warmup);
+* ``schedule=I/F/T``: Stan's initial buffer, first window and terminal buffer;
+* ``target_accept=A``;
+* ``variance``: Stan's variance estimator in every window (no Fisher diagonal);
+* ``mass_matrix=M``: ``"diag"``, ``"low_rank"``, ...
+
+and ``blackjax`` / ``numpyro``: the benchmark's own runs of those libraries
+(``inference_gym.py --one``, each in a fresh process). sluice's variants run
+in this process, one after another, with ``SLUICE_CPU_DEVICES`` as the
+environment sets it (the draws depend on the layout: ``layout_bits.py``).
+
+    SLUICE_CPU_DEVICES=1 PYTHONPATH=src python bench/studies/gym_seeds.py \\
+        --targets sv_log_small,sv_small --variants 'base;buffer=50;blackjax' --seeds 0-9
+    SLUICE_CPU_DEVICES=1 PYTHONPATH=src python bench/studies/gym_seeds.py \
+        --targets sv_log_small --variants 'mass_matrix=diag;blackjax' --seeds 8 --draws 20000
+
+Each line gives the element with the largest |z| and its sd against the truth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def _seeds(text: str) -> list[int]:
+    if "-" in text:
+        first, last = (int(v) for v in text.split("-"))
+        return list(range(first, last + 1))
+    return [int(v) for v in text.split(",")]
+
+
+def _settings(variant: str) -> dict[str, str]:
+    out = {}
+    for part in variant.split(",") if variant != "base" else []:
+        key, _, value = part.partition("=")
+        out[key] = value
+    return out
+
+
+def sluice_variant(variant: str) -> Any:
+    """A runner like ``inference_gym.run_sluice`` with ``variant``'s warmup."""
+    import inference_gym
+
+    import sluice
+    from sluice.mcmc import adaptation, kernels
+
+    settings = _settings(variant)
+    unknown = set(settings) - {"buffer", "schedule", "target_accept", "variance", "mass_matrix"}
+    if unknown:
+        raise ValueError(f"unknown setting(s) {sorted(unknown)} in variant {variant!r}")
+    kernels.window_schedule = adaptation.window_schedule
+    kernels.window_adaptation = adaptation.window_adaptation
+    if "buffer" in settings:
+        buffer = int(settings["buffer"])
+        kernels.window_schedule = lambda n: adaptation.window_schedule(n, final_buffer=buffer)
+    if "schedule" in settings:
+        i, f, t = (int(v) for v in settings["schedule"].split("/"))
+        kernels.window_schedule = lambda n: adaptation.window_schedule(n, i, f, t)
+    if "variance" in settings:
+        kernels.window_adaptation = functools.partial(
+            adaptation.window_adaptation, gradient_metric=False
+        )
+    kwargs: dict[str, Any] = {}
+    if "target_accept" in settings:
+        kwargs["target_accept"] = float(settings["target_accept"])
+    if "mass_matrix" in settings or "variance" in settings:  # the variance: no low-rank fit
+        kwargs["kernel"] = sluice.nuts(mass_matrix=settings.get("mass_matrix", "diag"))
+    return functools.partial(inference_gym.run_sluice, **kwargs)
+
+
+def one_line(record: dict[str, Any], variant: str) -> dict[str, Any]:
+    return {
+        "variant": variant,
+        "target": record["target"],
+        "seed": record["seed"],
+        "passed": record["passed"],
+        "max_z": round(max(record["max_z_mean"], record["max_z_sd"]), 2),
+        "min_ess_bulk": round(record["min_ess_bulk"]),
+        "grads": record["grads"],
+        "divergent": record["divergent"],
+        "step_size": round(sum(record["step_size"]) / len(record["step_size"]), 3),
+        "worst_element": record["worst_element"],
+        "worst_sd": round(record["worst_sd"], 4),
+        "truth_sd": round(record["worst_truth_sd"], 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", default="sv_log_small,sv_small,brownian_scales")
+    parser.add_argument("--variants", default="base")
+    parser.add_argument("--seeds", default="0-9", help="'0-9' or '0,3,5'")
+    parser.add_argument("--draws", type=int, default=1000, help="per chain, after 1,000 warmup")
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    import inference_gym
+
+    import sluice  # noqa: F401  (before any target starts JAX's backend)
+
+    inference_gym.DRAWS = args.draws
+
+    lines = []
+    for variant in args.variants.split(";"):
+        for target in args.targets.split(","):
+            for seed in _seeds(args.seeds):
+                if variant in ("blackjax", "numpyro"):
+                    cmd = [sys.executable, str(HERE / "inference_gym.py"), "--one", target,
+                           variant, str(seed), "--draws", str(args.draws)]  # fmt: skip
+                    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                    tag = "@@bench-result "
+                    (found,) = (x for x in out.splitlines() if x.startswith(tag))
+                    record = json.loads(found[len(tag) :])
+                else:
+                    inference_gym.RUNNERS["sluice"] = sluice_variant(variant)
+                    record = inference_gym.one(target, "sluice", seed)
+                line = one_line(record, variant)
+                lines.append(line)
+                print(json.dumps(line), flush=True)
+    for variant in args.variants.split(";"):
+        for target in args.targets.split(","):
+            runs = [x for x in lines if x["variant"] == variant and x["target"] == target]
+            passed = sum(x["passed"] for x in runs)
+            grads = sorted(x["grads"] for x in runs)[len(runs) // 2]
+            print(f"{target:16s} {variant:24s} passed {passed}/{len(runs)}, median sampling "
+                  f"gradients {grads:,}", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
