@@ -56,10 +56,9 @@ def _settings(variant: str) -> dict[str, str]:
     return out
 
 
-def sluice_variant(variant: str) -> Any:
-    """A runner like ``inference_gym.run_sluice`` with ``variant``'s warmup."""
-    import inference_gym
-
+def sluice_variant(variant: str, bench: Any) -> Any:
+    """A runner like ``bench.run_sluice`` (``bench``: ``bench/inference_gym.py``, the module)
+    with ``variant``'s warmup."""
     import sluice
     from sluice.mcmc import adaptation, kernels
 
@@ -84,7 +83,7 @@ def sluice_variant(variant: str) -> Any:
         kwargs["target_accept"] = float(settings["target_accept"])
     if "mass_matrix" in settings or "variance" in settings:  # the variance: no low-rank fit
         kwargs["kernel"] = sluice.nuts(mass_matrix=settings.get("mass_matrix", "diag"))
-    return functools.partial(inference_gym.run_sluice, **kwargs)
+    return functools.partial(bench.run_sluice, **kwargs)
 
 
 def one_line(record: dict[str, Any], variant: str) -> dict[str, Any]:
@@ -130,7 +129,7 @@ def main() -> None:
                     (found,) = (x for x in out.splitlines() if x.startswith(tag))
                     record = json.loads(found[len(tag) :])
                 else:
-                    inference_gym.RUNNERS["sluice"] = sluice_variant(variant)
+                    inference_gym.RUNNERS["sluice"] = sluice_variant(variant, inference_gym)
                     record = inference_gym.one(target, "sluice", seed)
                 line = one_line(record, variant)
                 lines.append(line)
