@@ -17,7 +17,10 @@ sampled here as an unconstrained log density of one flat vector, through its
 sluice places its chains itself (one CPU device per core); BlackJAX and
 NumPyro get one CPU device per chain (``jax_num_cpu_devices``, as NumPyro's
 ``set_host_device_count``), their users' way to run chains in parallel on a
-CPU: every library uses every core.
+CPU: every library uses every core. ``blackjax-1core`` and ``numpyro-1core``
+(``lax.map``; ``chain_method="sequential"``) run them on one core instead, named
+in ``--libraries``; a row's ratio is over the best setting of each other library
+that ran.
 
 Every library: 4 chains of 1,000 warmup iterations and 1,000 draws, target
 acceptance 0.8, max tree depth 10, float32, every chain starting at zero in the
@@ -286,7 +289,7 @@ def run_sluice_fisher(t: dict[str, Any], seed: int) -> dict[str, Any]:
     return run_sluice(t, seed)
 
 
-def run_blackjax(t: dict[str, Any], seed: int) -> dict[str, Any]:
+def run_blackjax(t: dict[str, Any], seed: int, parallel: bool = True) -> dict[str, Any]:
     import blackjax
     import jax
     import jax.numpy as jnp
@@ -316,7 +319,8 @@ def run_blackjax(t: dict[str, Any], seed: int) -> dict[str, Any]:
 
     keys = jax.random.split(jax.random.key(seed), (CHAINS, 2))
     begin = time.perf_counter()
-    out = jax.block_until_ready(jax.pmap(one_chain)(keys))
+    chains = jax.pmap(one_chain) if parallel else jax.jit(lambda k: jax.lax.map(one_chain, k))
+    out = jax.block_until_ready(chains(keys))
     wall = time.perf_counter() - begin
     z, steps, divergent, energy, grads_warmup, step_size = (np.asarray(x) for x in out)
     return {
@@ -327,11 +331,11 @@ def run_blackjax(t: dict[str, Any], seed: int) -> dict[str, Any]:
         "divergent": int(divergent.sum()),
         "grads_warmup": int(grads_warmup.sum()),
         "step_size": [float(s) for s in step_size],
-        "setting": "diag/pmap",
+        "setting": "diag/pmap" if parallel else "diag/lax.map",
     }
 
 
-def run_numpyro(t: dict[str, Any], seed: int) -> dict[str, Any]:
+def run_numpyro(t: dict[str, Any], seed: int, parallel: bool = True) -> dict[str, Any]:
     import jax
     import numpy as np
     from numpyro.infer import MCMC, NUTS
@@ -340,7 +344,8 @@ def run_numpyro(t: dict[str, Any], seed: int) -> dict[str, Any]:
     kernel = NUTS(potential_fn=lambda z: -logdensity(z), target_accept_prob=TARGET_ACCEPT,
                   max_tree_depth=MAX_TREE_DEPTH)  # fmt: skip
     mcmc = MCMC(kernel, num_warmup=WARMUP, num_samples=DRAWS, num_chains=CHAINS,
-                chain_method="parallel", progress_bar=False)  # fmt: skip
+                chain_method="parallel" if parallel else "sequential",
+                progress_bar=False)  # fmt: skip
     init = jax.numpy.broadcast_to(t["init"], (CHAINS, t["dim"]))
     begin = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(seed), init_params=init,
@@ -356,7 +361,7 @@ def run_numpyro(t: dict[str, Any], seed: int) -> dict[str, Any]:
         "divergent": int(np.asarray(fields["diverging"]).sum()),
         "grads_warmup": None,  # one run() call: its warmup steps are not collected
         "step_size": [float(s) for s in np.ravel(mcmc.last_state.adapt_state.step_size)],
-        "setting": "diag/parallel",
+        "setting": "diag/parallel" if parallel else "diag/sequential",
     }
 
 
@@ -364,8 +369,12 @@ RUNNERS = {
     "sluice": run_sluice,
     "blackjax": run_blackjax,
     "numpyro": run_numpyro,
-    "sluice-fisher": run_sluice_fisher,  # these two: only when named in --libraries
+    "sluice-fisher": run_sluice_fisher,  # these and below: only when named in --libraries
     "sluice-diag": lambda t, seed: run_sluice(t, seed, kernel=_nuts_diag()),
+    # the other libraries on one core (lax.map; chain_method="sequential"): on lgcp's dense
+    # linear algebra faster than four devices sharing two cores
+    "blackjax-1core": lambda t, seed: run_blackjax(t, seed, parallel=False),
+    "numpyro-1core": lambda t, seed: run_numpyro(t, seed, parallel=False),
 }
 
 
@@ -428,7 +437,7 @@ def one(target_name: str, library: str, seed: int) -> dict[str, Any]:
     # Before anything starts JAX's backend: each library's CPU devices.
     if library.startswith("sluice"):
         import sluice  # noqa: F401  (as a user's script does: one device per core)
-    else:
+    elif not library.endswith("-1core"):
         jax.config.update("jax_num_cpu_devices", CHAINS)  # one per chain, run in parallel
     t = gym_target(target_name)
     result = RUNNERS[library](t, seed)
@@ -482,9 +491,11 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for lib, rs in by_lib.items():
             if not rs:
                 continue
-            # the best other library's (a variant of sluice is not another library)
+            # the best other library's, at its best setting (a variant of a library is not
+            # another library)
             mine = lib.split("-")[0]
-            others = [v for k, v in rates.items() if k in LIBRARIES and k != mine and v]
+            others = [v for k, v in rates.items()
+                      if k.split("-")[0] in LIBRARIES and k.split("-")[0] != mine and v]  # fmt: skip
             rows.append({
                 "target": target,
                 "library": lib,
