@@ -491,11 +491,11 @@ def summarise(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for lib, rs in by_lib.items():
             if not rs:
                 continue
-            # the best other library's, at its best setting (a variant of a library is not
-            # another library)
+            # the best other library's, at its best setting (a variant of a library, named
+            # "library-variant", is not another library)
             mine = lib.split("-")[0]
             others = [v for k, v in rates.items()
-                      if k.split("-")[0] in LIBRARIES and k.split("-")[0] != mine and v]  # fmt: skip
+                      if (base := k.split("-")[0]) in LIBRARIES and base != mine and v]  # fmt: skip
             rows.append({
                 "target": target,
                 "library": lib,

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,6 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     import inference_gym
+    from harness import run_isolated
 
     import sluice  # noqa: F401  (before any target starts JAX's backend)
 
@@ -119,17 +119,15 @@ def main() -> None:
 
     lines = []
     for variant in args.variants.split(";"):
+        other = variant in ("blackjax", "numpyro")
+        if not other:
+            inference_gym.RUNNERS["sluice"] = sluice_variant(variant, inference_gym)
         for target in args.targets.split(","):
             for seed in _seeds(args.seeds):
-                if variant in ("blackjax", "numpyro"):
-                    cmd = [sys.executable, str(HERE / "inference_gym.py"), "--one", target,
-                           variant, str(seed), "--draws", str(args.draws)]  # fmt: skip
-                    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-                    tag = "@@bench-result "
-                    (found,) = (x for x in out.splitlines() if x.startswith(tag))
-                    record = json.loads(found[len(tag) :])
+                if other:
+                    record = run_isolated(str(HERE / "inference_gym.py"), [
+                        "--one", target, variant, str(seed), "--draws", str(args.draws)])  # fmt: skip
                 else:
-                    inference_gym.RUNNERS["sluice"] = sluice_variant(variant, inference_gym)
                     record = inference_gym.one(target, "sluice", seed)
                 line = one_line(record, variant)
                 lines.append(line)
