@@ -15,7 +15,8 @@ then the pass counts. Variants (``--variants``, separated by ``;``) of sluice, e
 * ``variance``: Stan's variance estimator in every window (no Fisher diagonal);
 * ``mass_matrix=M``: ``"diag"``, ``"low_rank"``, ...
 
-and ``blackjax`` / ``numpyro``: the benchmark's own runs of those libraries
+and ``blackjax`` / ``numpyro`` (or ``blackjax-1core`` / ``numpyro-1core``, their chains
+one after another on one device): the benchmark's own runs of those libraries
 (``inference_gym.py --one``, each in a fresh process). sluice's variants run
 in this process, one after another, with ``SLUICE_CPU_DEVICES`` as the
 environment sets it (the draws depend on the layout: ``layout_bits.py``).
@@ -119,7 +120,7 @@ def main() -> None:
 
     lines = []
     for variant in args.variants.split(";"):
-        other = variant in ("blackjax", "numpyro")
+        other = variant in inference_gym.RUNNERS and not variant.startswith("sluice")
         if not other:
             inference_gym.RUNNERS["sluice"] = sluice_variant(variant, inference_gym)
         for target in args.targets.split(","):
