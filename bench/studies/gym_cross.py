@@ -36,13 +36,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parents[1]
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        first, last = (int(v) for v in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(v) for v in text.split(",")]
-
-
 def blackjax_warmup(t: dict[str, Any], keys: Any, num_warmup: int) -> tuple[Any, Any, Any]:
     """Per chain: BlackJAX's last warmup position, step size and inverse mass matrix."""
     import blackjax
@@ -130,13 +123,14 @@ def main() -> None:
     import jax
     import jax.numpy as jnp
     import numpy as np
+    from gym_seeds import parse_seeds  # beside this script
 
     import sluice  # before the target starts JAX's backend
 
     t = bench.gym_target(args.target)
     chains, n = bench.CHAINS, args.draws
     lines = []
-    for seed in _seeds(args.seeds):
+    for seed in parse_seeds(args.seeds):
         key_seed = seed + args.key_offset
         keys = jax.random.split(jax.random.key(key_seed), (chains, 2))  # as run_blackjax's
         bj_start = blackjax_warmup(t, keys[:, 0], bench.WARMUP)

@@ -41,7 +41,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parents[1]
 
 
-def _seeds(text: str) -> list[int]:
+def parse_seeds(text: str) -> list[int]:
+    """``'0-9'`` or ``'0,3,5'`` as a list of seeds."""
     if "-" in text:
         first, last = (int(v) for v in text.split("-"))
         return list(range(first, last + 1))
@@ -124,7 +125,7 @@ def main() -> None:
         if not other:
             inference_gym.RUNNERS["sluice"] = sluice_variant(variant, inference_gym)
         for target in args.targets.split(","):
-            for seed in _seeds(args.seeds):
+            for seed in parse_seeds(args.seeds):
                 if other:
                     record = run_isolated(str(HERE / "inference_gym.py"), [
                         "--one", target, variant, str(seed), "--draws", str(args.draws)])  # fmt: skip
