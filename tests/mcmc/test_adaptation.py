@@ -265,3 +265,59 @@ def test_posterior_after_warmup_is_right(feed):
         assert abs(x.mean() - mean) <= Z * float(az.mcse(x, method="mean")), name
         assert abs(x.std(ddof=1) - sd) <= Z * float(az.mcse(x, method="sd")), name
         assert float(az.rhat(x)) < 1.01, name
+
+
+def test_divergences_at_the_settled_step_raise_the_terminal_buffers_target():
+    """A divergence counts in a slow window after the dual averaging's first SETTLE
+    iterations and at a step no larger than its average; the last window's end raises
+    the target where the run's count is positive, no other window's end does, and the
+    count starts again at each window's end."""
+    from sluice.mcmc.adaptation import SETTLE
+
+    schedule = window_schedule(1000)  # slow windows 10-849, the last from 320
+    adapt = window_adaptation(target_accept=0.8, divergent_target_accept=0.95)
+    state = adapt.init(jnp.zeros(2), 0.5)._replace(
+        da_count=jnp.int32(SETTLE), log_step_size=jnp.float32(-2.0)
+    )
+    settled = state._replace(log_step_size_avg=jnp.float32(-1.9))  # the step below its average
+
+    def count(state, t=500, diverging=True):
+        new, _ = adapt.update(state, t, schedule, jnp.zeros(2), jnp.float32(0.5),
+                              end_windows=False, diverging=diverging)  # fmt: skip
+        return int(new.divergences) - int(state.divergences)
+
+    assert count(settled) == 1
+    assert count(settled, diverging=False) == 0
+    assert count(settled, t=900) == 0  # the terminal buffer
+    assert count(settled, t=5) == 0  # the initial buffer
+    assert count(settled._replace(da_count=jnp.int32(SETTLE - 1))) == 0  # not settled yet
+    assert count(settled._replace(log_step_size_avg=jnp.float32(-2.1))) == 0  # a larger step
+
+    def target(state, t, run_divergences, adapt=adapt):
+        new, ended = adapt.end_window(state, t, schedule, run_divergences)
+        assert bool(ended) and int(new.divergences) == 0
+        return float(new.target_accept)
+
+    state = settled._replace(divergences=jnp.int32(3))
+    assert target(state, 849, 3) == pytest.approx(0.95)
+    assert target(state, 849, 0) == pytest.approx(0.8)  # no chain of the run diverged
+    assert target(state, 319, 3) == pytest.approx(0.8)  # not the last window
+    off = window_adaptation(target_accept=0.8)
+    assert target(state, 849, 3, off) == pytest.approx(0.8)
+    higher = window_adaptation(target_accept=0.97, divergent_target_accept=0.95)
+    assert target(higher.init(jnp.zeros(2), 0.5), 849, 3, higher) == pytest.approx(0.97)
+
+
+def test_a_raised_target_is_the_dual_averagings():
+    """After the raise, dual averaging settles where the acceptance meets 0.95."""
+    adapt = window_adaptation(target_accept=0.8, divergent_target_accept=0.95)
+    schedule = window_schedule(0)
+    state = adapt.init(jnp.zeros(2), 1.0)._replace(target_accept=jnp.float32(0.95))
+
+    def step(state, t):
+        eps, _ = adapt.params(state)
+        return adapt.update(state, t, schedule, jnp.zeros(2), jnp.exp(-eps))[0], None
+
+    state, _ = jax.lax.scan(step, state, jnp.arange(2000))
+    eps, _ = adapt.final(state)
+    assert abs(float(eps) + np.log(0.95)) < 0.01

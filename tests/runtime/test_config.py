@@ -123,7 +123,8 @@ def test_to_json_by_hand():
         "chains": 3, "warmup": 20, "draws": 40, "chunk_size": 10,
         "kernel": {"name": "hmc", "num_integration_steps": 4, "target_accept": 0.8,
                    "dense_mass": False, "divergence_threshold": 1000.0,
-                   "initial_step_size": 1.0, "mass_matrix": "auto", "max_rank": 16},
+                   "initial_step_size": 1.0, "mass_matrix": "auto", "max_rank": 16,
+                   "divergent_target_accept": 0.95},
         "chain_method": "vectorized", "seed": 11, "default_stats": True,
         "statistics": ["moments", "sums"], "until": None, "superchains": None,
     }  # fmt: skip
@@ -137,6 +138,15 @@ def test_stores_written_before_until_read_as_no_target():
 def test_stores_written_before_superchains_read_as_none():
     stored = {k: v for k, v in RESOLVED[0].to_json().items() if k != "superchains"}
     assert RunConfig.from_json(stored).superchains is None
+
+
+def test_stores_written_before_the_divergent_target_read_as_none():
+    stored = RESOLVED[0].to_json()
+    kernel = {k: v for k, v in stored["kernel"].items() if k != "divergent_target_accept"}
+    assert RunConfig.from_json({**stored, "kernel": kernel}).kernel.divergent_target_accept is None
+    assert RunConfig.from_json(stored).kernel.divergent_target_accept == 0.95
+    off = RunConfig.from_json({**stored, "kernel": {**kernel, "divergent_target_accept": None}})
+    assert off.kernel.divergent_target_accept is None
 
 
 def test_unknown_json_keys_raise_naming_them():

@@ -134,3 +134,37 @@ def test_the_counts_and_e_bfmi_survive_a_resume(tmp_path):
     np.testing.assert_allclose(resumed.info.e_bfmi, az.bfmi(stored["energy"].values), rtol=1e-4)
     np.testing.assert_allclose(resumed.info.e_bfmi, whole.info.e_bfmi, rtol=1e-6)
     assert np.array_equal(resumed.info.chain_divergent, stored["diverging"].values.sum(1))
+
+
+def wall(p):  # a standard normal cut by a stiff wall at x0 = 1: a leapfrog step across it diverges
+    return -0.5 * jnp.sum(p["x"] ** 2) - 1e4 * jnp.maximum(p["x"][0] - 1.0, 0.0) ** 2
+
+
+def test_divergences_in_the_last_window_raise_every_chains_target():
+    """The warmup counts the divergences of its last slow window over every chain of the
+    run, whatever the layout: 3 chains on one device, vectorized or sequential, and on
+    4 devices (one slot padded); every chain then ends its warmup at the raised target,
+    each with its own step size, the same in each layout."""
+    import jax
+
+    settings = dict(init={"x": jnp.zeros(3)}, chains=3, warmup=300, draws=20, seed=1)
+    one = jax.devices()[:1]
+    runs = [
+        _sample(wall, devices=one, chain_method="vectorized", **settings)[0],
+        _sample(wall, devices=one, chain_method="sequential", **settings)[0],
+        _sample(wall, **settings)[0],
+    ]
+    for run in runs:
+        np.testing.assert_allclose(run.info.target_accept, [0.95] * 3)
+        np.testing.assert_allclose(run.info.step_size, runs[0].info.step_size, rtol=1e-5)
+    off, _ = _sample(wall, kernel=sluice.nuts(divergent_target_accept=None), **settings)
+    np.testing.assert_allclose(off.info.target_accept, [0.8] * 3)
+    assert np.all(off.info.step_size > runs[0].info.step_size)  # the higher target's smaller steps
+
+
+def test_the_advice_after_a_raised_target_is_a_higher_one():
+    info = _info(jnp.ones((2, 5)))
+    assert "e.g. 0.95" in sampler_problems(info)[0].message
+    raised = types.SimpleNamespace(**vars(info), target_accept=np.float32([0.95, 0.95]))
+    message = sampler_problems(raised)[0].message
+    assert "already raised its target to 0.95" in message and "e.g. 0.99" in message

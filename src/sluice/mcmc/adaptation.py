@@ -32,6 +32,9 @@ __all__ = [
 
 MAX_WINDOWS = 32
 WINDOW_DRAWS = 128  # draws (and gradients) a low-rank fit uses: the last of its window
+# Dual-averaging iterations after a restart before its divergences count (its first
+# iterations try step sizes far from the one it settles on).
+SETTLE = 50
 
 
 class Schedule(NamedTuple):
@@ -100,6 +103,10 @@ class AdaptationState(NamedTuple):
     da_count: jax.Array  # () int32: dual-averaging iterations since the last restart
     avg_error: jax.Array  # () float: running mean of target_accept - acceptance
     mu: jax.Array  # () float: shrinkage point log(10 * step_size0)
+    target_accept: jax.Array  # () float: the dual averaging's target
+    divergences: jax.Array  # () int32: divergent transitions of the current slow window
+    #                         at a step no larger than the dual averaging's average,
+    #                         after its first SETTLE iterations
     count: jax.Array  # () int32: draws in the current slow window
     mean: jax.Array  # (dim,) float: Welford mean of the current window
     m2: jax.Array  # (dim,) or (dim, dim) float: Welford sum of squares / co-moments
@@ -114,10 +121,12 @@ class WindowAdaptation(NamedTuple):
     """Dual averaging for the step size, windowed Welford for the metric.
 
     ``init(point, step_size) -> state``;
-    ``update(state, t, schedule, point, acceptance_rate, end_windows=True) -> (state,
-    window_ended)``, which with ``end_windows=False`` leaves a window's end to
-    ``end_window(state, t, schedule) -> (state, window_ended)``, called after it
-    (the new metric);
+    ``update(state, t, schedule, point, acceptance_rate, end_windows=True,
+    diverging=False) -> (state, window_ended)``, which with ``end_windows=False``
+    leaves a window's end to ``end_window(state, t, schedule, run_divergences=0) ->
+    (state, window_ended)``, called after it (the new metric; ``run_divergences``:
+    ``state.divergences`` summed over the run's chains, which raises the target of
+    the terminal buffer where positive);
     ``restart(state, step_size) -> state`` after a window end (new step size);
     ``params(state) -> (step_size, inverse_mass_matrix)`` to use at the next step;
     ``final(state) -> (step_size, inverse_mass_matrix)`` for sampling.
@@ -161,6 +170,7 @@ def window_adaptation(
     low_rank: int = 0,
     low_rank_max_dim: int | None = None,
     final_variance: bool = True,
+    divergent_target_accept: float | None = None,
 ) -> WindowAdaptation:
     """Window adaptation for one chain (docs/architecture.md, "Kernels").
 
@@ -168,7 +178,11 @@ def window_adaptation(
     gradients are given (about the diagonal metric); ``final_variance=False``
     keeps the Fisher diagonal in the last window too, and a low-rank fit there
     however far from Gaussian (:func:`sluice.mcmc.metric.fit_low_rank`'s
-    misfit). ``low_rank=k > 0``: a low-rank plus diagonal metric with at most
+    misfit). ``divergent_target_accept``: the target of the terminal buffer (at least
+    ``target_accept``) after a last slow window whose chains diverged at the step
+    size they were settling on (``run_divergences > 0`` at its end; docs/kernels.md,
+    "Divergences in the warmup"); ``None``: ``target_accept`` throughout.
+    ``low_rank=k > 0``: a low-rank plus diagonal metric with at most
     ``k`` directions (needs the gradients). ``low_rank_max_dim`` makes it a preference
     (``mass_matrix="auto"``): a position of more elements, or of one, or a point
     given without its gradient, takes the diagonal (``state.window`` is then ``None``).
@@ -187,6 +201,8 @@ def window_adaptation(
         imm = metric.identity_low_rank(dim, low_rank, dtype) if fitted else eye
         return AdaptationState(
             **_dual_averaging_start(jnp.log(jnp.asarray(step_size, dtype))),
+            target_accept=jnp.asarray(target_accept, dtype),
+            divergences=jnp.int32(0),
             count=jnp.int32(0),
             mean=jnp.zeros(dim, dtype),
             m2=jnp.zeros_like(eye),
@@ -202,7 +218,7 @@ def window_adaptation(
         count = state.da_count + 1
         n = count.astype(dtype)
         eta = 1.0 / (n + t0)
-        avg_error = (1.0 - eta) * state.avg_error + eta * (target_accept - acceptance_rate)
+        avg_error = (1.0 - eta) * state.avg_error + eta * (state.target_accept - acceptance_rate)
         log_eps = state.mu - jnp.sqrt(n) / gamma * avg_error
         weight = n ** (-kappa)
         log_eps_avg = weight * log_eps + (1.0 - weight) * state.log_step_size_avg
@@ -273,6 +289,7 @@ def window_adaptation(
                     jnp.where(fallback, 1.0, new.values).astype(new.values.dtype),
                 )
         return state._replace(
+            divergences=jnp.int32(0),
             count=jnp.int32(0),
             mean=jnp.zeros_like(state.mean),
             m2=jnp.zeros_like(state.m2),
@@ -288,12 +305,21 @@ def window_adaptation(
         point,
         acceptance_rate: jax.Array,
         end_windows: bool = True,
+        diverging: jax.Array | bool = False,
     ) -> tuple[AdaptationState, jax.Array]:
         # The ring stays out of the conds' results: XLA copies an operand that a
         # branch returns unchanged, and the ring is the state's largest array.
         window, state = state.window, state._replace(window=None)
-        state = _dual_averaging(state, acceptance_rate)
         in_slow = (t >= schedule.slow_start) & (t < schedule.slow_end)
+        # a divergence at the step the dual averaging is settling on, or a smaller one
+        counted = (
+            in_slow
+            & jnp.asarray(diverging)
+            & (state.da_count >= SETTLE)
+            & (state.log_step_size <= state.log_step_size_avg)
+        )
+        state = state._replace(divergences=state.divergences + counted.astype(jnp.int32))
+        state = _dual_averaging(state, acceptance_rate)
         if window is not None:  # a low-rank metric
             position, grad = _split(point)
             if grad is None:
@@ -309,13 +335,19 @@ def window_adaptation(
         return end_window(state, t, schedule)
 
     def end_window(
-        state: AdaptationState, t: jax.Array, schedule: Schedule
+        state: AdaptationState, t: jax.Array, schedule: Schedule, run_divergences: Any = 0
     ) -> tuple[AdaptationState, jax.Array]:
-        """The new metric where ``t`` ends a slow window (``state`` unchanged elsewhere)."""
+        """The new metric where ``t`` ends a slow window (``state`` unchanged elsewhere),
+        and after the last one the terminal buffer's target."""
         window, state = state.window, state._replace(window=None)
         window_ended = jnp.any(t == schedule.window_ends)
         last = t == schedule.slow_end - 1
         state = jax.lax.cond(window_ended, _end_window, lambda s, *_: s, state, window, last)
+        if divergent_target_accept is not None:
+            raised = jnp.maximum(state.target_accept, divergent_target_accept)
+            raise_ = last & (jnp.asarray(run_divergences) > 0)
+            target = jnp.where(raise_, raised, state.target_accept)
+            state = state._replace(target_accept=target.astype(state.target_accept.dtype))
         return state._replace(window=window), window_ended
 
     def restart(state: AdaptationState, step_size: jax.Array) -> AdaptationState:

@@ -176,15 +176,18 @@ class ChunkProgram:
 
     def _window_end_one(
         self, consts: Any, kstate: Any, astate: Any, chain_id: jax.Array, t: jax.Array,
-        num_warmup: jax.Array, schedule: Any, keys: RunKeys,
+        num_warmup: jax.Array, schedule: Any, keys: RunKeys, *pooled: jax.Array,
     ) -> tuple[Any, Any, jax.Array]:  # fmt: skip
         """One chain's warmup ``window_end`` after warmup iteration ``t``, with the key
-        that iteration's ``update`` gets: ``(adaptation state, params, gradients)``."""
+        that iteration's ``update`` gets (and the warmup's ``pooled`` sum over the run's
+        chains, where it has one): ``(adaptation state, params, gradients)``."""
         logdensity = functools.partial(self.flat_model.logdensity_fn, consts)
         warmup = self.kernel.warmup()
         folded = random.fold_in(jax.random.fold_in(keys.warmup, chain_id), t)
         _, aux_key = random.split(folded)  # as _chain_step's
-        astate, num_grads = warmup.window_end(aux_key, astate, t, schedule, kstate, logdensity)
+        astate, num_grads = warmup.window_end(
+            aux_key, astate, t, schedule, kstate, logdensity, *pooled
+        )
         return astate, _warmup_params(warmup, astate, t, num_warmup), num_grads
 
     def _record(self, consts: Any, position: jax.Array, stats: dict) -> dict[str, dict]:
@@ -374,12 +377,21 @@ class ChunkProgram:
         return sharded
 
     def _batch(self, fn: Callable, num_unbatched_tail: int, carry_first: bool = False) -> Callable:
-        """Batch the one-chain ``fn(consts, *per_chain, *shared)`` over the chain axis.
+        """Batch the one-chain ``fn(consts, *per_chain, *shared)`` over the chain axis
+        and shard it over the devices.
 
         ``carry_first``: ``fn`` returns a tuple whose first element has the
         structure of its first per-chain argument (the chunk's carry); sequential
         chains then update that argument's buffers in place (:func:`map_in_place`).
         """
+        return self._sharded(
+            self._per_chain(fn, num_unbatched_tail, carry_first), num_unbatched_tail
+        )
+
+    def _per_chain(
+        self, fn: Callable, num_unbatched_tail: int, carry_first: bool = False
+    ) -> Callable:
+        """:meth:`_batch` on one device: vectorized or sequential chains."""
 
         def batched(consts, *args):
             n = len(args) - num_unbatched_tail
@@ -391,7 +403,7 @@ class ChunkProgram:
                 return map_in_place(one, per_chain)
             return jax.lax.map(lambda pc: one(*pc), per_chain)
 
-        return self._sharded(batched, num_unbatched_tail)
+        return batched
 
     def _build_update_statistics(self, donate: bool = False) -> Callable:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
@@ -414,7 +426,27 @@ class ChunkProgram:
         keys) -> (adaptation states, params, gradients)``: every chain's warmup
         ``window_end`` (:class:`~sluice.mcmc.protocol.Warmup`) after iteration ``t``.
         ``donate``: the adaptation states' buffers are reused."""
-        batched = self._batch(self._window_end_one, num_unbatched_tail=4)
+        pooled = self.kernel.warmup().pooled
+        if pooled is None:
+            batched = self._batch(self._window_end_one, num_unbatched_tail=4)
+            return jax.jit(batched, donate_argnums=(2,) if donate else ())
+        per_chain = self._per_chain(self._window_end_one, num_unbatched_tail=5)
+        num_chains = self.num_chains
+        multi = self.mesh is not None and self.mesh.size > 1
+
+        def with_sum(consts, kstates, astates, chain_ids, *shared):
+            # summed over this device's real chains (padded slots left out), then over
+            # the devices and processes: before the chains' own window ends, so that
+            # it needs no collective inside them (sequential chains have no axis)
+            values = jax.vmap(pooled)(astates)
+            if num_chains is not None:
+                values = jnp.where(chain_ids < num_chains, values, jnp.zeros_like(values))
+            total = jnp.sum(values)
+            if multi:
+                total = jax.lax.psum(total, "chains")
+            return per_chain(consts, kstates, astates, chain_ids, *shared, total)
+
+        batched = self._sharded(with_sum, num_unbatched_tail=4)
         return jax.jit(batched, donate_argnums=(2,) if donate else ())
 
     def draws_shapes(self, consts: Any, slots: int, sharding: Any = None) -> dict:

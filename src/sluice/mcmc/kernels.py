@@ -49,6 +49,7 @@ class _HMCFamily:
     initial_step_size: float = 1.0
     mass_matrix: str = "auto"
     max_rank: int = 16
+    divergent_target_accept: float | None = 0.95
 
     def __post_init__(self) -> None:
         if not _is_number(self.target_accept) or not 0.0 < self.target_accept < 1.0:
@@ -69,6 +70,11 @@ class _HMCFamily:
         object.__setattr__(self, "mass_matrix", "dense" if dense else self.mass_matrix)
         if not (isinstance(self.max_rank, int) and 1 <= self.max_rank):
             raise ValueError(f"max_rank must be a positive int, got {self.max_rank!r}")
+        d = self.divergent_target_accept
+        if d is not None and not (_is_number(d) and 0.0 < d < 1.0):
+            raise ValueError(
+                f"divergent_target_accept must be None or a number in (0, 1), got {d!r}"
+            )
         for name in ("divergence_threshold", "initial_step_size"):
             value = getattr(self, name)
             if not _is_number(value) or not value > 0:
@@ -90,13 +96,22 @@ class _HMCFamily:
         return {}
 
     def adaptation(self) -> WindowAdaptation:
-        return window_adaptation(self.target_accept, self.dense_mass, **self._low_rank)
+        return window_adaptation(
+            self.target_accept,
+            self.dense_mass,
+            divergent_target_accept=self.divergent_target_accept,
+            **self._low_rank,
+        )
 
     def warmup(self) -> Warmup:
         """Stan's window adaptation; the step size is searched anew (Stan's
         ``init_stepsize``) at the start and after each slow window's new metric."""
         return window_warmup(
-            self.target_accept, self.dense_mass, self.initial_step_size, **self._low_rank
+            self.target_accept,
+            self.dense_mass,
+            self.initial_step_size,
+            divergent_target_accept=self.divergent_target_accept,
+            **self._low_rank,
         )
 
     def to_config(self) -> dict[str, Any]:
@@ -148,6 +163,11 @@ class NUTS(_HMCFamily):
     ----------
     target_accept
         Target of the step-size adaptation (Stan's ``adapt_delta``), default 0.8.
+    divergent_target_accept
+        The target of the warmup's terminal buffer, default 0.95 (or ``target_accept``
+        where larger), when any chain of the run diverged in the last slow window
+        at a step no larger than the one its adaptation was settling on; ``None``:
+        ``target_accept`` throughout (docs/kernels.md, "Divergences in the warmup").
     max_tree_depth
         Maximum number of trajectory doublings, default 10 (at most 1023 steps).
     dense_mass
@@ -218,6 +238,7 @@ def window_warmup(
     step_size_only: bool = False,
     low_rank: int = 0,
     low_rank_max_dim: int | None = None,
+    divergent_target_accept: float | None = None,
 ) -> Warmup:
     """Stan's window adaptation of a step size and an inverse mass matrix, as a :class:`Warmup`.
 
@@ -225,10 +246,17 @@ def window_warmup(
     each new metric; ``to_params(step_size, inverse_mass_matrix)`` makes the kernel's
     parameters. ``step_size_only``: no slow windows (for kernels such as MALA whose
     step size is not a leapfrog step's). ``low_rank``, ``low_rank_max_dim``: as in
-    :func:`~sluice.mcmc.adaptation.window_adaptation`.
+    :func:`~sluice.mcmc.adaptation.window_adaptation`. ``divergent_target_accept``: the
+    terminal buffer's target after divergences in the last slow window, counted over
+    every chain of the run (the warmup's ``pooled``; docs/kernels.md, "Divergences in
+    the warmup").
     """
     adapt = window_adaptation(
-        target_accept, dense_mass, low_rank=low_rank, low_rank_max_dim=low_rank_max_dim
+        target_accept,
+        dense_mass,
+        low_rank=low_rank,
+        low_rank_max_dim=low_rank_max_dim,
+        divergent_target_accept=divergent_target_accept,
     )
 
     def params(state):
@@ -254,12 +282,18 @@ def window_warmup(
         # the step-size search (a second copy of the model's gradient) made the chunk
         # program compile ~0.5 s longer on PyMC's radon_slopes and logistic_well
         state, _ = adapt.update(
-            state, iteration, schedule, kstate, stats["acceptance_rate"], end_windows=False
+            state,
+            iteration,
+            schedule,
+            kstate,
+            stats["acceptance_rate"],
+            end_windows=False,
+            diverging=stats["diverging"],
         )
         return state, jnp.int32(0)
 
-    def window_end(rng_key, state, iteration, schedule, kstate, logdensity_fn):
-        state, window_ended = adapt.end_window(state, iteration, schedule)
+    def window_end(rng_key, state, iteration, schedule, kstate, logdensity_fn, run_divergences):
+        state, window_ended = adapt.end_window(state, iteration, schedule, run_divergences)
         # Stan re-initialises the step size for the new metric. The low-rank ring stays
         # out of the cond (XLA would copy it).
         window, state = state.window, state._replace(window=None)
@@ -276,7 +310,10 @@ def window_warmup(
 
     if step_size_only:  # no slow windows: nothing ends
         return Warmup(lambda num_warmup: window_schedule(0), init, update, params, final)
-    return Warmup(window_schedule, init, update, params, final, window_end=window_end)
+    pooled = lambda state: state.divergences  # noqa: E731
+    return Warmup(
+        window_schedule, init, update, params, final, window_end=window_end, pooled=pooled
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -331,4 +368,7 @@ def get_kernel(kernel: str | Kernel, **overrides: Any) -> Kernel:
 def kernel_from_config(config: dict[str, Any]) -> Kernel:
     """The inverse of a kernel's ``to_config()``."""
     settings = dict(config)
-    return get_kernel(settings.pop("name"), **settings)
+    kernel = get_kernel(settings.pop("name"), **settings)
+    # get_kernel leaves out None overrides ("not set"); a recorded None is a setting
+    unset = {k: None for k, v in settings.items() if v is None}
+    return dataclasses.replace(kernel, **unset) if unset else kernel

@@ -55,7 +55,11 @@ class Warmup(NamedTuple):
       each iteration of ``schedule.window_ends`` (``-1`` where none) and runs
       ``window_end`` there in a program of its own, so that the chunk program,
       which the run waits for, compiles without it (docs/architecture.md,
-      "Kernels"). ``rng_key`` is the one ``update`` gets at that iteration.
+      "Kernels"). ``rng_key`` is the one ``update`` gets at that iteration;
+    * ``pooled``: ``None``, or ``pooled(state) -> number`` of one chain, summed
+      over every real chain of the run before each window end and given to
+      ``window_end`` as one more argument (sluice's NUTS counts its chains'
+      divergences there); any chain method, on any number of devices.
 
     A kernel's statistics whose names start with ``_`` reach ``update`` only.
     """
@@ -67,6 +71,7 @@ class Warmup(NamedTuple):
     final: Callable[[Any], Any]
     across_chains: bool = False
     window_end: Callable[..., tuple[Any, jax.Array]] | None = None
+    pooled: Callable[[Any], jax.Array] | None = None
 
 
 @runtime_checkable

@@ -141,6 +141,12 @@ class RunConfig:
                 )
             data["kernel"] = kernel
         else:
+            if (
+                recorded.get("name") in ("nuts", "hmc")
+                and "divergent_target_accept" not in recorded
+            ):
+                # written before the warmup raised its target after divergences: it did not
+                recorded = {**recorded, "divergent_target_accept": None}
             data["kernel"] = kernel_from_config(recorded)
         data["statistics"] = tuple(data.get("statistics", ()))
         data["until"] = Converged.from_json(data.get("until"))

@@ -84,9 +84,15 @@ def sampler_problems(info: Any) -> list[Problem]:
     """The sampler's evidence in a :class:`~sluice.runtime.run.RunInfo` (module docstring)."""
     depth = getattr(info.kernel, "max_tree_depth", None)
     low_rank = _kept_directions(getattr(info, "inverse_mass_matrix", None))
+    adapted = getattr(info, "target_accept", None)
+    setting = getattr(info.kernel, "target_accept", None)
+    raised = None
+    if adapted is not None and setting is not None and np.max(adapted) > setting + 1e-6:
+        raised = round(float(np.max(adapted)), 3)
     return _sampler_problems(
-        info.chain_divergent, info.chain_saturated, info.e_bfmi, info.draws, depth, low_rank
-    )
+        info.chain_divergent, info.chain_saturated, info.e_bfmi, info.draws, depth, low_rank,
+        setting, raised,
+    )  # fmt: skip
 
 
 def _kept_directions(inverse_mass_matrix: Any) -> bool:
@@ -119,7 +125,11 @@ def _sampler_problems(
     draws: int,
     depth: int | None,
     low_rank: bool = False,
+    target_accept: float | None = None,
+    raised: float | None = None,
 ) -> list[Problem]:
+    """``target_accept``: the kernel's setting; ``raised``: the target its warmup ended
+    with where the warmup raised it (sluice's NUTS after divergences in its last window)."""
     problems = []
     total = len(chain_divergent) * draws
     num_divergent, num_saturated = int(np.sum(chain_divergent)), int(np.sum(chain_saturated))
@@ -132,12 +142,20 @@ def _sampler_problems(
             if low_rank
             else ""
         )
+        reached = round(max(raised or 0.0, target_accept or 0.0), 3)  # a float32 target
+        suggest = 0.95 if reached < 0.95 else 0.99
+        already = (
+            f" The warmup already raised its target to {raised:.2f} after divergences in "
+            "its last window."
+            if raised is not None
+            else ""
+        )
         problems.append(Problem("divergences", (
             f"{_share(num_divergent, total)} diverged after warmup "
             f"({_chains(chain_divergent)}): the sampler could not follow the "
-            "posterior's curvature there, and the draws may miss that region. Raise "
-            "target_accept (e.g. 0.95), or reparameterise (a non-centred hierarchy)."
-            f"{metric}")))  # fmt: skip
+            f"posterior's curvature there, and the draws may miss that region.{already} "
+            f"Raise target_accept (e.g. {suggest}), or reparameterise (a non-centred "
+            f"hierarchy).{metric}")))  # fmt: skip
     if num_saturated:
         problems.append(Problem("tree_depth", (
             f"{_share(num_saturated, total)} reached the maximum tree depth "

@@ -40,6 +40,9 @@ class RunInfo:
     params: Any = None  # the kernel's tuned parameters per chain (leading chain axis)
     step_size: np.ndarray | None = None  # HMC family: the tuned step size of each chain
     inverse_mass_matrix: np.ndarray | None = None  # and its inverse mass matrix
+    # sluice's HMC family: the step-size adaptation's last target per chain (its
+    # target_accept, or divergent_target_accept after divergences in the last window)
+    target_accept: np.ndarray | None = None
     _sum_acceptance: float = 0.0
     converged_at: int | None = None  # draws per chain where ``until`` stopped the run
     # per chain: divergent, saturated, draws with an energy, sum E, sum E**2, sum of the

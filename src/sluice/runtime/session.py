@@ -428,6 +428,9 @@ class Session:
         info.params = params = self._all_real(t.local(self.carry.params))
         info.step_size = _param(params, "step_size")
         info.inverse_mass_matrix = _param(params, "inverse_mass_matrix")
+        target = getattr(self.carry.adaptation, "target_accept", None)
+        if target is not None:
+            info.target_accept = np.asarray(self._all_real(t.local(target)))
         info.total_seconds = info.compile_seconds + info.warmup_seconds + info.sampling_seconds
         # the run's device state goes, and the statistics' device copy goes as the host's
         # comes, a shard at a time: a million-element model's states are gigabytes, and
