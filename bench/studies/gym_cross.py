@@ -22,7 +22,9 @@ pass counts.
     SLUICE_CPU_DEVICES=1 PYTHONPATH=src python bench/studies/gym_cross.py \\
         --target sv_log_small --seeds 0-9
 
-``--key-offset 100`` runs another ten with the keys of seeds 100-109.
+``--key-offset 100`` runs another ten with the keys of seeds 100-109;
+``--divergent-target none`` gives sluice's warmup ``divergent_target_accept=None``
+(it never raises its target after divergences; docs/kernels.md).
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1000, help="per chain, after 1,000 warmup")
     parser.add_argument("--key-offset", type=int, default=0,
                         help="run seed s with the keys of seed s + OFFSET: another sample of runs")  # fmt: skip
+    parser.add_argument("--divergent-target", default=None,
+                        help="sluice's divergent_target_accept: a number, or 'none'")  # fmt: skip
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     import inference_gym as bench
@@ -129,13 +133,17 @@ def main() -> None:
 
     t = bench.gym_target(args.target)
     chains, n = bench.CHAINS, args.draws
+    kernel = sluice.nuts()  # the defaults, or:
+    if args.divergent_target is not None:
+        value = None if args.divergent_target == "none" else float(args.divergent_target)
+        kernel = sluice.nuts(divergent_target_accept=value)
     lines = []
     for seed in parse_seeds(args.seeds):
         key_seed = seed + args.key_offset
         keys = jax.random.split(jax.random.key(key_seed), (chains, 2))  # as run_blackjax's
         bj_start = blackjax_warmup(t, keys[:, 0], bench.WARMUP)
         run = sluice.sample(t["logdensity"], init=t["init"], chains=chains, warmup=bench.WARMUP,
-                            draws=n, seed=key_seed, progress=False)  # fmt: skip
+                            draws=n, seed=key_seed, kernel=kernel, progress=False)  # fmt: skip
         (sl_z,) = (np.asarray(v) for v in run.draws.values())
         if np.ndim(run.info.inverse_mass_matrix) != 2:
             raise SystemExit(f"sluice chose a {run.info.config.kernel.mass_matrix!r} metric here; "

@@ -14,6 +14,8 @@ then the pass counts. Variants (``--variants``, separated by ``;``) of sluice, e
 * ``target_accept=A``;
 * ``variance``: Stan's variance estimator in every window (no Fisher diagonal);
 * ``mass_matrix=M``: ``"diag"``, ``"low_rank"``, ...
+* ``divergent=A``: ``divergent_target_accept=A`` (``none``: the warmup never raises
+  its target after divergences);
 
 and ``blackjax`` / ``numpyro`` (or ``blackjax-1core`` / ``numpyro-1core``, their chains
 one after another on one device): the benchmark's own runs of those libraries
@@ -64,7 +66,8 @@ def sluice_variant(variant: str, bench: Any) -> Any:
     from sluice.mcmc import adaptation, kernels
 
     settings = _settings(variant)
-    unknown = set(settings) - {"buffer", "schedule", "target_accept", "variance", "mass_matrix"}
+    known = {"buffer", "schedule", "target_accept", "variance", "mass_matrix", "divergent"}
+    unknown = set(settings) - known
     if unknown:
         raise ValueError(f"unknown setting(s) {sorted(unknown)} in variant {variant!r}")
     kernels.window_schedule = adaptation.window_schedule
@@ -82,8 +85,14 @@ def sluice_variant(variant: str, bench: Any) -> Any:
     kwargs: dict[str, Any] = {}
     if "target_accept" in settings:
         kwargs["target_accept"] = float(settings["target_accept"])
+    kernel: dict[str, Any] = {}
     if "mass_matrix" in settings or "variance" in settings:  # the variance: no low-rank fit
-        kwargs["kernel"] = sluice.nuts(mass_matrix=settings.get("mass_matrix", "diag"))
+        kernel["mass_matrix"] = settings.get("mass_matrix", "diag")
+    if "divergent" in settings:  # the terminal buffer's target after divergences
+        value = settings["divergent"]
+        kernel["divergent_target_accept"] = None if value == "none" else float(value)
+    if kernel:
+        kwargs["kernel"] = sluice.nuts(**kernel)
     return functools.partial(bench.run_sluice, **kwargs)
 
 
