@@ -161,7 +161,8 @@ class Session:
         if not fits:
             raise ValueError(
                 f"the checkpoint in {self.sink.path} does not fit this run's state "
-                "(different statistics, kernel or model shapes)"
+                "(different statistics, kernel or model shapes, or the state of an older "
+                "sluice, whose run cannot be resumed by this one)"
             )
         # Real chains keep their state; padded slots (whose output is dropped) copy chain 0.
         slots = np.arange(t.local_slots.start, t.local_slots.stop)
