@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import types
 import warnings
 
@@ -149,6 +151,10 @@ def test_divergences_in_the_last_window_raise_every_chains_target():
 
     settings = dict(init={"x": jnp.zeros(3)}, chains=3, warmup=300, draws=20, seed=1)
     one = jax.devices()[:1]
+    with contextlib.redirect_stderr(io.StringIO()) as shown:  # progress lines, not a terminal
+        sluice.sample(wall, progress=True, **settings)
+    lines = shown.getvalue().splitlines()
+    assert "target" not in lines[0] and "target 0.95" in lines[-1], lines
     runs = [
         _sample(wall, devices=one, chain_method="vectorized", **settings)[0],
         _sample(wall, devices=one, chain_method="sequential", **settings)[0],

@@ -34,6 +34,7 @@ _FIELDS = (
     ("divergent", "{:,} divergent"),
     ("saturated", "{:,} at max depth"),
     ("step_size", "step {:.3g}"),
+    ("target_accept", "target {:.2f}"),  # where the warmup raised it (divergences)
     ("grads_per_draw", "{:.1f} grads/draw"),
     ("max_r_hat", "max R-hat {:.3f}"),
     ("min_ess", "min ESS {:,.0f}"),

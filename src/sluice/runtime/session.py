@@ -238,6 +238,12 @@ class Session:
             step_size = _param(self._local_real(carry.params), "step_size")
             if step_size is not None:
                 fields["step_size"] = float(np.mean(step_size))
+            target = getattr(carry.adaptation, "target_accept", None)
+            setting = getattr(self.config.kernel, "target_accept", None)
+            if target is not None and setting is not None:  # shown once the warmup raised it
+                reached = round(float(np.max(self._local_real(target))), 3)
+                if reached > setting:
+                    fields["target_accept"] = reached
         return fields
 
     def _local_real(self, tree: Any) -> Any:
