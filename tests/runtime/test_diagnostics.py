@@ -174,3 +174,17 @@ def test_the_advice_after_a_raised_target_is_a_higher_one():
     raised = types.SimpleNamespace(**vars(info), target_accept=np.float32([0.95, 0.95]))
     message = sampler_problems(raised)[0].message
     assert "already raised its target to 0.95" in message and "e.g. 0.99" in message
+
+
+def test_the_docs_example_of_the_raised_target_runs(capsys):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "kernels.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    block = next(b for b in blocks if "divergent_target_accept=None" in b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sluice.DiagnosticWarning)
+        exec(compile(block, "docs/kernels.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "targets [0.95 0.95 0.95] [0.8 0.8 0.8]" in out, out
