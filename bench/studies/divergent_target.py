@@ -48,19 +48,21 @@ def one(source: str, name: str, seed: int, gym: Any) -> dict[str, Any]:
     import numpy as np
 
     import sluice
+    from sluice.runtime.diagnostics import raised_target
 
     model, kwargs = _model(source, name, gym)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sluice.DiagnosticWarning)
         run = sluice.sample(model, chains=CHAINS, warmup=WARMUP, draws=DRAWS, seed=seed,
                             progress=False, **kwargs)  # fmt: skip
-    target = float(np.max(run.info.target_accept))
+    setting = run.info.config.kernel.target_accept
+    raised = raised_target(run.info.target_accept, setting)
     return {
         "source": source,
         "model": name,
         "seed": seed,
-        "raised": bool(target > run.info.config.kernel.target_accept + 1e-6),
-        "target_accept": round(target, 3),
+        "raised": raised is not None,
+        "target_accept": setting if raised is None else raised,
         "divergent": int(run.info.num_divergent),
         "step_size": round(float(np.mean(run.info.step_size)), 4),
         "grads": int(run.info.num_gradients),

@@ -285,16 +285,20 @@ class ChunkProgram:
 
         return step
 
+    def _real(self, chain_id: jax.Array) -> jax.Array:
+        """Whether each ``chain_id`` is one of the run's chains, not a padded slot."""
+        if self.num_chains is None:
+            return jnp.ones(jnp.shape(chain_id), jnp.bool_)
+        return chain_id < self.num_chains
+
     def _mean_over_chains(self, chain_id: jax.Array) -> Callable[[jax.Array], jax.Array]:
         """``mean(x)``: the mean of ``x`` over the run's real chains (padded slots left
         out), across the chains of a device (the ``vmap`` axis) and across devices and
         processes (the mesh axis)."""
         axes = (_CHAINS,) + (("chains",) if self.mesh is not None and self.mesh.size > 1 else ())
-        num_chains = self.num_chains
 
         def mean(x: jax.Array) -> jax.Array:
-            real = (chain_id < num_chains) if num_chains is not None else jnp.bool_(True)
-            w = real.astype(x.dtype)
+            w = self._real(chain_id).astype(x.dtype)
             return jax.lax.psum(x * w, axes) / jax.lax.psum(w, axes)
 
         return mean
@@ -431,7 +435,6 @@ class ChunkProgram:
             batched = self._batch(self._window_end_one, num_unbatched_tail=4)
             return jax.jit(batched, donate_argnums=(2,) if donate else ())
         per_chain = self._per_chain(self._window_end_one, num_unbatched_tail=5)
-        num_chains = self.num_chains
         multi = self.mesh is not None and self.mesh.size > 1
 
         def with_sum(consts, kstates, astates, chain_ids, *shared):
@@ -439,9 +442,7 @@ class ChunkProgram:
             # the devices and processes: before the chains' own window ends, so that
             # it needs no collective inside them (sequential chains have no axis)
             values = jax.vmap(pooled)(astates)
-            if num_chains is not None:
-                values = jnp.where(chain_ids < num_chains, values, jnp.zeros_like(values))
-            total = jnp.sum(values)
+            total = jnp.sum(jnp.where(self._real(chain_ids), values, jnp.zeros_like(values)))
             if multi:
                 total = jax.lax.psum(total, "chains")
             return per_chain(consts, kstates, astates, chain_ids, *shared, total)

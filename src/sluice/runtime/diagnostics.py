@@ -23,6 +23,7 @@ __all__ = [
     "DiagnosticWarning",
     "Problem",
     "convergence_problems",
+    "raised_target",
     "sampler_problems",
     "stored_sampler_problems",
 ]
@@ -84,15 +85,21 @@ def sampler_problems(info: Any) -> list[Problem]:
     """The sampler's evidence in a :class:`~sluice.runtime.run.RunInfo` (module docstring)."""
     depth = getattr(info.kernel, "max_tree_depth", None)
     low_rank = _kept_directions(getattr(info, "inverse_mass_matrix", None))
-    adapted = getattr(info, "target_accept", None)
     setting = getattr(info.kernel, "target_accept", None)
-    raised = None
-    if adapted is not None and setting is not None and np.max(adapted) > setting + 1e-6:
-        raised = round(float(np.max(adapted)), 3)
+    raised = raised_target(getattr(info, "target_accept", None), setting)
     return _sampler_problems(
         info.chain_divergent, info.chain_saturated, info.e_bfmi, info.draws, depth, low_rank,
         setting, raised,
     )  # fmt: skip
+
+
+def raised_target(adapted: Any, setting: float | None) -> float | None:
+    """The largest target a warmup ended with (``adapted``, per chain; float32) where it
+    is above the kernel's ``setting``: raised after divergences; else ``None``."""
+    if adapted is None or setting is None:
+        return None
+    reached = round(float(np.max(adapted)), 3)
+    return reached if reached > setting else None
 
 
 def _kept_directions(inverse_mass_matrix: Any) -> bool:

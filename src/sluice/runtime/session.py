@@ -21,7 +21,12 @@ from sluice.io.sinks import MemorySink, ResumableSink, Sink
 from sluice.model import check_initial_values
 from sluice.runtime import statistics as run_statistics
 from sluice.runtime.compiling import Compiler
-from sluice.runtime.diagnostics import Diagnosis, DiagnosticWarning, sampler_problems
+from sluice.runtime.diagnostics import (
+    Diagnosis,
+    DiagnosticWarning,
+    raised_target,
+    sampler_problems,
+)
 from sluice.runtime.loop import pipelined
 from sluice.runtime.plan import Plan
 from sluice.runtime.progress import ChunkProgress
@@ -239,11 +244,10 @@ class Session:
             if step_size is not None:
                 fields["step_size"] = float(np.mean(step_size))
             target = getattr(carry.adaptation, "target_accept", None)
-            setting = getattr(self.config.kernel, "target_accept", None)
-            if target is not None and setting is not None:  # shown once the warmup raised it
-                reached = round(float(np.max(self._local_real(target))), 3)
-                if reached > setting:
-                    fields["target_accept"] = reached
+            if target is not None:  # shown once the warmup raised it
+                fields["target_accept"] = raised_target(
+                    self._local_real(target), getattr(self.config.kernel, "target_accept", None)
+                )
         return fields
 
     def _local_real(self, tree: Any) -> Any:
