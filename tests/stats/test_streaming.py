@@ -344,7 +344,7 @@ def test_windows_of_any_size_give_the_same_state(monkeypatch):
 
 
 def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):
-    """Past ``UPDATE_BLOCK`` elements the update runs a block of elements at a time
+    """Past ``block_elements()`` elements the update runs a block of elements at a time
     (its temporaries are one block's), and ``update_chains`` updates a stack of chains
     in place: every sum is an element's own, so the states are the whole update's,
     chain by chain, up to XLA's fusing of the arithmetic (float32 rounding, and a draw
@@ -380,7 +380,9 @@ def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):
         return jax.tree.map(np.asarray, states)
 
     whole = per_chain()
+    assert x.shape[2] <= streaming.block_elements()  # `whole`: no blocks
     monkeypatch.setattr(streaming, "UPDATE_BLOCK", 64)
+    monkeypatch.setattr(streaming, "CPU_UPDATE_BLOCK", 64)
     for other in (per_chain(), stacked()):
         for field in whole._fields:
             for u, v in zip(jax.tree.leaves(getattr(whole, field)),
@@ -439,9 +441,9 @@ def test_a_large_summary_is_merged_and_finalized_in_blocks_of_elements(monkeypat
     seen = []
     real_call = programs.call
 
-    def call(key, fn, *args):
+    def call(key, fn, *args, **how):
         seen.append({leaf.shape[-1] for leaf in (a.knots for a in args)})
-        return real_call(key, fn, *args)
+        return real_call(key, fn, *args, **how)
 
     monkeypatch.setattr(programs, "call", call)
     compiled_before = set(programs.cached())

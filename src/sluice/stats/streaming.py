@@ -51,7 +51,14 @@ PyTree = Any
 __all__ = ["LEVELS", "StreamSettings", "StreamState", "chunk_state_bytes", "summary"]
 
 WINDOW = 16  # rows processed at once
-UPDATE_BLOCK = 16384  # elements updated at once (update_block)
+# Past this many elements the update runs a block of them at a time, in place (its
+# temporaries are one block's): UPDATE_BLOCK off the CPU, CPU_UPDATE_BLOCK on it, where
+# the block is also what a core's cache holds. A window's working set per element (the
+# lag features of `lags + WINDOW` rows, 512 B; the lag sums, 256 B; the window's other
+# features and sums) is about 1 KB, so 2,048 elements keep it within a 1-2 MB L2 cache
+# (docs/statistics.md, "Blocks the size of a core's cache").
+UPDATE_BLOCK = 16384
+CPU_UPDATE_BLOCK = 2048
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
 
 
@@ -243,6 +250,12 @@ def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings
     return jnp.stack(_lag_features(x, score(proxy(x, ref.bulk)), ref)) * have[:, None]
 
 
+def block_elements() -> int:
+    """Elements the update takes at once past which it runs by blocks (see
+    :data:`CPU_UPDATE_BLOCK`): read when a program is traced."""
+    return CPU_UPDATE_BLOCK if jax.default_backend() == "cpu" else UPDATE_BLOCK
+
+
 def window_rows(elements: int) -> int:
     """Rows a window processes at once: the window is unrolled in the program, so a
     small model takes fewer rows and compiles quicker; a larger one takes :data:`WINDOW`,
@@ -256,11 +269,11 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
 
     The engine calls this once per chunk, at a chunk boundary of the statistic's
     geometry (else the state is marked inconsistent and finalizes to NaN). More than
-    :data:`UPDATE_BLOCK` elements are updated a block at a time, in place.
+    :func:`block_elements` elements are updated a block at a time, in place.
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
-    if x.shape[1] <= UPDATE_BLOCK:
+    if x.shape[1] <= block_elements():
         return _update_rows(settings, state, x, count, window_rows(x.shape[1]))
     return _by_blocks(settings, state, x, count, None)
 
@@ -269,13 +282,13 @@ def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
                   count: jax.Array) -> StreamState:  # fmt: skip
     """:func:`update_block` of every chain of a stack (leading chain axis), in place.
 
-    Above :data:`UPDATE_BLOCK` elements each block of each chain's columns is
+    Above :func:`block_elements` elements each block of each chain's columns is
     read from the stack and written back, so no chain's whole state is copied (as
     the engine's chain-by-chain map would)."""
     dtype = states.knots.dtype
     x = jax.vmap(jax.vmap(lambda v: flatten(v, dtype)))(draws)  # (G, C, D)
     d = x.shape[2]
-    if d <= UPDATE_BLOCK:
+    if d <= block_elements():
         one = lambda s, xc: (_update_rows(settings, s, xc, count, window_rows(d)),)  # noqa: E731
         return map_in_place(one, (states, x))[0]
 
@@ -287,13 +300,13 @@ def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
 
 def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count: jax.Array,
                chain: Any, into: StreamState | None = None) -> StreamState:  # fmt: skip
-    """``_update_rows`` a block of :data:`UPDATE_BLOCK` elements at a time.
+    """``_update_rows`` a block of :func:`block_elements` elements at a time.
 
     ``chain`` ``None``: ``state`` is one chain's, ``x`` ``(C, D)``; else ``state`` and
     ``x`` are stacks (leading chain axis) and chain ``chain`` is updated, its blocks
     read from ``into`` (default ``state``) and written there. Every block starts
     from ``state``'s counters (``count``, the folds: the same for every block)."""
-    d, e = x.shape[-1], UPDATE_BLOCK
+    d, e = x.shape[-1], block_elements()
     shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
     per_element = [f for f in state._fields if f not in shared]
     window = window_rows(d)
@@ -321,29 +334,36 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
         )
     rows = x if chain is None else jax.lax.dynamic_index_in_dim(x, chain, keepdims=False)
 
-    def block(start: Any, size: int, full: StreamState) -> StreamState:
+    def block(i: Any, full: StreamState) -> StreamState:
+        # block i: columns i e .. i e + e - 1; the last ends at column d, overlapping
+        # the one before it where e does not divide d, whose columns it keeps as they
+        # were (so one program body serves every block)
+        start = jnp.minimum(i * e, d - e)
+        fresh = jnp.arange(e) + start >= i * e
+
+        def keep(old: jax.Array, updated: jax.Array, k: int = 1) -> jax.Array:
+            return jnp.where(jnp.repeat(fresh, k) if k > 1 else fresh, updated, old)
+
         sub = own._replace(
-            hist=cut(full.hist, start, size, hist),
-            **{f: jax.tree.map(lambda a: cut(a, start, size), getattr(full, f)) for f in per_element},
+            hist=cut(full.hist, start, e, hist),
+            **{f: jax.tree.map(lambda a: cut(a, start, e), getattr(full, f)) for f in per_element},
         )  # fmt: skip
-        new = _update_rows(settings, sub, jax.lax.dynamic_slice_in_dim(rows, start, size, 1),
+        new = _update_rows(settings, sub, jax.lax.dynamic_slice_in_dim(rows, start, e, 1),
                            count, window)  # fmt: skip
         counters = {f: getattr(new, f) for f in sorted(SHARED_FIELDS - {"pilot", "hist"})}
         if chain is not None:
             counters = {f: jax.lax.dynamic_update_index_in_dim(getattr(full, f), v, chain, 0)
                         for f, v in counters.items()}  # fmt: skip
         return full._replace(
-            hist=put(full.hist, new.hist, start, hist),
-            **{f: jax.tree.map(lambda a, b: put(a, b, start), getattr(full, f), getattr(new, f))
+            hist=put(full.hist, keep(sub.hist, new.hist, hist), start, hist),
+            **{f: jax.tree.map(lambda a, b, c: put(a, keep(b, c), start), getattr(full, f),
+                               getattr(sub, f), getattr(new, f))
                for f in per_element},
             **counters,
         )  # fmt: skip
 
     full = state if into is None else into
-    full = jax.lax.fori_loop(0, d // e, lambda i, f: block(i * e, e, f), full)
-    if d % e:
-        full = block((d // e) * e, d % e, full)
-    return full
+    return jax.lax.fori_loop(0, -(-d // e), block, full)
 
 
 def _update_rows(settings: StreamSettings, state: StreamState, x: jax.Array, count: jax.Array,
