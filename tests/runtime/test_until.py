@@ -180,3 +180,50 @@ def test_the_summary_read_at_the_last_chunk_is_the_runs(monkeypatch):
     x = run.draws["x"].reshape(-1, 3)
     np.testing.assert_allclose(table["mean"].to_numpy(), x.mean(axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(table["sd"].to_numpy(), x.std(axis=0, ddof=1), rtol=1e-4)
+
+
+def test_readings_at_every_chunk_compile_for_speed_past_enough_elements():
+    """``until`` reads the summary at every chunk: where its chunks times the
+    posterior's elements reach ``REPEATED_READOUT_ELEMENTS`` the summary's programs
+    compile for speed (``Plan.repeated_readout``); without ``until``, or with fewer
+    readings, for a quick compile."""
+    from sluice.io.sinks import MemorySink
+    from sluice.runtime import plan
+    from sluice.runtime.config import RunConfig
+
+    wide = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(1000), name="wide")
+
+    def repeated(until, draws: int, chunk: int) -> bool:
+        config = RunConfig(chains=2, warmup=10, draws=draws, chunk_size=chunk, until=until)
+        return plan.Plan.build(config, wide, sink=MemorySink()).repeated_readout
+
+    limit = plan.REPEATED_READOUT_ELEMENTS
+    assert repeated(TARGET, 100 * (limit // 1000), 100)  # limit // 1000 chunks of 1,000 elements
+    assert not repeated(TARGET, 100 * (limit // 1000 - 1), 100)
+    assert not repeated(None, 100 * (limit // 1000), 100)
+
+
+def test_readings_compiled_for_speed_stop_where_quick_ones_do(monkeypatch, stopped):
+    """With the summary's programs compiled for speed (programs of their own in the
+    cache) the run stops at the same chunk and reports the same summary, up to
+    float32 rounding, as with them compiled for a quick compile."""
+    from sluice._jax import compile as programs
+    from sluice.runtime import plan
+    from sluice.runtime import statistics as run_statistics
+
+    monkeypatch.setattr(plan, "REPEATED_READOUT_ELEMENTS", 1)
+    seen = []
+    real = run_statistics.summarize
+
+    def spy(statistic, states, repeated=False):
+        seen.append(repeated)
+        return real(statistic, states, repeated)
+
+    monkeypatch.setattr(run_statistics, "summarize", spy)
+    run = sluice.sample(model(), until=TARGET, progress=False, **SETTINGS)
+    assert seen and all(seen)
+    assert any("repeated" in key[0] for key in programs._ENTRIES if isinstance(key[0], tuple))
+    assert run.info.draws == stopped.info.draws
+    np.testing.assert_array_equal(run.draws["x"], stopped.draws["x"])
+    ours, quick = run.summary(round_to="none"), stopped.summary(round_to="none")
+    np.testing.assert_allclose(ours.to_numpy(float), quick.to_numpy(float), rtol=1e-4, atol=1e-6)

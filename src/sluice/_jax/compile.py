@@ -173,16 +173,20 @@ def fill(
     fast_if_small: bool = False,
     fast_by: Any = None,
     options: dict[str, Any] | None = None,
+    small: dict[str, Any] | None = None,
 ) -> Any:
     """Compile a :class:`Pending` into its cache entry and return the executable.
 
     With ``fast_if_small``, the size that decides is that of ``fast_by`` when
-    given, else that of the program's arguments and results; otherwise XLA's
-    ``options`` (``None``: its defaults)."""
+    given, else that of the program's arguments and results, and a small program
+    compiles with ``small`` in place of :data:`FAST_COMPILE_OPTIONS` when given;
+    otherwise XLA's ``options`` (``None``: its defaults)."""
     try:
         if fast_if_small:
             sized = (pending.args, pending.out_info) if fast_by is None else (fast_by, ())
             options = compile_options(*sized)
+            if options is not None and small is not None:
+                options = dict(small)
         executable = pending.lowered.compile(compiler_options=options)
         memory.release()  # the compile's freed heap (see sluice._jax.memory)
     except BaseException as error:
@@ -210,6 +214,7 @@ def compiled(
     fast_if_small: bool = False,
     fast_by: Any = None,
     options: dict[str, Any] | None = None,
+    small: dict[str, Any] | None = None,
 ) -> Any:
     """The executable of ``jit(fn)`` for arguments shaped like ``args``.
 
@@ -217,10 +222,10 @@ def compiled(
     ``fn`` (a function or a ``jax.jit`` object) is traced only when the cache has no
     entry for ``key`` and the arguments' shapes. Waits for a compile of the same
     entry in progress.
-    ``fast_if_small``, ``fast_by`` and ``options``: see :func:`fill`; the options
-    that may differ for the same program belong in ``key``.
+    ``fast_if_small``, ``fast_by``, ``options`` and ``small``: see :func:`fill`; the
+    options that may differ for the same program belong in ``key``.
     """
-    how = {"fast_if_small": fast_if_small, "fast_by": fast_by, "options": options}
+    how = {"fast_if_small": fast_if_small, "fast_by": fast_by, "options": options, "small": small}
     future, pending = lower(key, fn, args)
     if pending is not None:
         return fill(pending, **how)
@@ -230,10 +235,11 @@ def compiled(
         return compiled(key, fn, args, **how)
 
 
-def call(key: Hashable, fn: Callable, *args: Any) -> Any:
-    """``jit(fn)(*args)`` through the cache, compiled with ``fast_if_small``."""
+def call(key: Hashable, fn: Callable, *args: Any, small: dict[str, Any] | None = None) -> Any:
+    """``jit(fn)(*args)`` through the cache, compiled with ``fast_if_small`` (and
+    ``small``: see :func:`fill`; it belongs in ``key``)."""
     specs = jax.tree.map(spec, tuple(args))  # lowered from shapes: no device placement
-    return compiled(key, fn, specs, fast_if_small=True)(*args)
+    return compiled(key, fn, specs, fast_if_small=True, small=small)(*args)
 
 
 def eager(key: Hashable, fn: Callable, *args: Any) -> Any:

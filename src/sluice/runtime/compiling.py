@@ -217,9 +217,10 @@ class Compiler:
         starting = programs.in_background(first, "sluice-precompile-start")
 
         def then() -> None:  # the merge and finalize
-            readout = run_statistics.lowered(p.statistics, states)
+            repeated = p.repeated_readout
+            readout = run_statistics.lowered(p.statistics, states, repeated=repeated)
             starting.join()
-            run_statistics.fill(readout)
+            run_statistics.fill(readout, repeated)
 
         thread = programs.in_background(then, "sluice-precompile")
         self._precompile_thread = self._statistics_thread = thread

@@ -185,6 +185,19 @@ class Plan:
         return tuple(int(e) for e in ends if 0 <= e < num_warmup)
 
     @property
+    def repeated_readout(self) -> bool:
+        """Whether the run's summary programs compile for speed rather than for a quick
+        compile (``run_statistics.summarize``'s ``repeated``): ``until`` reads the
+        summary at every sampling chunk, and where the chunks times the posterior's
+        elements reach :data:`REPEATED_READOUT_ELEMENTS` the readings saved outweigh the
+        longer compile. Decided from the settings alone, so every process agrees."""
+        c = self.config
+        if c.until is None or self.summary_key is None:
+            return False
+        chunks = -(-c.draws // c.chunk_size)
+        return chunks * _posterior_elements(self.layout) >= REPEATED_READOUT_ELEMENTS
+
+    @property
     def summary_key(self) -> str | None:
         """The name of the default summary statistics, if the run computes them."""
         return DEFAULT_STATISTIC if self.config.default_stats else None
@@ -260,6 +273,12 @@ def _run_traffic(config: RunConfig, flat: FlatModel, topology: Topology) -> floa
 # element-draws (chains x draws x elements), where the quicker compile wins (docs/architecture.md).
 CLASSIC_STATISTICS_ELEMENTS = 100
 CLASSIC_STATISTICS_ELEMENT_DRAWS = 20_000_000
+# A run whose `until` reads its summary at every chunk compiles the summary's merge and
+# finalize for speed (Plan.repeated_readout) from this many chunks times elements: on the
+# CPU a reading of 4 chains then takes 33-54 us per element less (1,000-10,000 elements)
+# for 1.2-1.3 s more compile, in the background during warmup; 22,000-40,000
+# element-readings repay it (docs/architecture.md, "The compile cache").
+REPEATED_READOUT_ELEMENTS = 25_000
 # A run whose statistics see at most this many element-draws (chains x draws x elements)
 # compiles their program with the fast options: a quicker compile outweighs the slower
 # update.

@@ -368,7 +368,7 @@ class Session:
         one = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), self.carry.stats[name]
         )
-        return run_statistics.compiled(self.plan.statistics[name], one)
+        return run_statistics.compiled(self.plan.statistics[name], one, self.plan.repeated_readout)
 
     def _convergence(self) -> dict[str, float]:
         """The worst value of each ``until`` target over all elements, from the default
@@ -380,7 +380,7 @@ class Session:
         per_chain = [
             jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
         ]
-        summary = run_statistics.summarize(p.statistics[name], per_chain)
+        summary = run_statistics.summarize(p.statistics[name], per_chain, p.repeated_readout)
         self.read_summary = (self.iteration, summary)
         until = self.config.until
         worst = until.progress(summary) if until is not None else worst_values(summary)

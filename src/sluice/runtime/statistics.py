@@ -38,6 +38,12 @@ __all__ = [
 # elements merged and finalized at once: for the default summary, 4 chains' states of a
 # block are ~0.4 GB and their merge and finalize a few times that
 ELEMENT_BLOCK = 65536
+# Small merge and finalize programs compile for a quick compile (programs.FAST_COMPILE_OPTIONS):
+# a run reads its summary once or a few times. One that reads it at every chunk (`until`,
+# sluice.runtime.plan.Plan.repeated_readout) compiles them with XLA's classic emitters
+# instead: on the CPU the default summary's finalize of 1,000 elements then runs in ~10 ms
+# rather than ~55 ms, for ~0.7 s more compile (docs/architecture.md).
+REPEATED_OPTIONS = programs.CLASSIC_EMITTER_OPTIONS
 
 
 def start_program(
@@ -73,28 +79,41 @@ def start_example(flat: FlatModel, statistic: Statistic, chains: int) -> Any:
     )
 
 
-def _key(program: str, statistic: Statistic) -> tuple:
-    return (f"statistic.{program}", statistic.cache_key)
+def _key(program: str, statistic: Statistic, repeated: bool = False) -> tuple:
+    return (f"statistic.{program}", statistic.cache_key, *(("repeated",) if repeated else ()))
 
 
-def merge_chains(statistic: Statistic, states: list[Any]) -> Any:
+def _small(repeated: bool) -> dict[str, Any] | None:
+    """The options of a small readout program (``programs.fill``'s ``small``): XLA's
+    classic emitters for a reading that repeats (:data:`REPEATED_OPTIONS`), else the
+    fast-compile ones."""
+    return dict(REPEATED_OPTIONS) if repeated else None
+
+
+def _call(program: str, statistic: Statistic, fn: Callable, *args: Any,
+          repeated: bool = False) -> Any:  # fmt: skip
+    return programs.call(_key(program, statistic, repeated), fn, *args, small=_small(repeated))
+
+
+def merge_chains(statistic: Statistic, states: list[Any], repeated: bool = False) -> Any:
     """The chains' states merged by a pairwise tree of ``merge`` calls, one merge at a
     time (each level's results replace its inputs as they come: a million-element
-    model's states are gigabytes)."""
+    model's states are gigabytes). ``repeated``: see :func:`summarize`."""
     states = list(states)
     while len(states) > 1:
         merged = []
         while len(states) > 1:
             a, b = states.pop(0), states.pop(0)
-            merged.append(programs.call(_key("merge", statistic), statistic.merge, a, b))
+            merged.append(_call("merge", statistic, statistic.merge, a, b, repeated=repeated))
             del a, b
         states = merged + states
     return states[0]
 
 
-def finalize(statistic: Statistic, state: Any) -> Any:
+def finalize(statistic: Statistic, state: Any, repeated: bool = False) -> Any:
     """``statistic.finalize(state)`` through the cache, as host arrays."""
-    return jax.device_get(programs.call(_key("finalize", statistic), statistic.finalize, state))
+    out = _call("finalize", statistic, statistic.finalize, state, repeated=repeated)
+    return jax.device_get(out)
 
 
 def _blocked(statistic: Statistic, state: Any) -> bool:
@@ -102,43 +121,50 @@ def _blocked(statistic: Statistic, state: Any) -> bool:
     return blocks is not None and blocks.size(state) > ELEMENT_BLOCK
 
 
-def summarize(statistic: Statistic, states: list[Any]) -> Any:
+def summarize(statistic: Statistic, states: list[Any], repeated: bool = False) -> Any:
     """``finalize`` of the chains' ``states`` merged (host arrays), a block of
-    elements at a time where the statistic allows it and the states are large."""
+    elements at a time where the statistic allows it and the states are large.
+
+    ``repeated``: the run reads its statistics at every chunk (``until``), so their
+    small merge and finalize programs compile for speed (:data:`REPEATED_OPTIONS`)
+    rather than for a quick compile (programs of their own in the cache)."""
     if not states:
         raise ValueError("summarize needs at least one chain's state")
     if not _blocked(statistic, states[0]):
-        return finalize(statistic, merge_chains(statistic, states))
+        return finalize(statistic, merge_chains(statistic, states, repeated), repeated)
     blocks = statistic.blocks
     d = blocks.size(states[0])
     parts: list[dict[str, Any]] = []
     for start in range(0, d, ELEMENT_BLOCK):
         stop = min(start + ELEMENT_BLOCK, d)
         block = [blocks.take(s, start, stop, ELEMENT_BLOCK) for s in states]
-        merged = merge_chains(statistic, block)
+        merged = merge_chains(statistic, block, repeated)
         del block
-        values = programs.call(_key("finalize-block", statistic), blocks.finalize, merged)
+        values = _call("finalize-block", statistic, blocks.finalize, merged, repeated=repeated)
         del merged
         parts.append(jax.tree.map(lambda v, n=stop - start: np.asarray(v)[:n], values))
     flat = jax.tree.map(lambda *vs: np.concatenate(vs), *parts)
     return jax.device_get(blocks.assemble(states[0], flat))
 
 
-def _readout_programs(statistic: Statistic, one: Any) -> tuple[tuple, tuple, Any]:
+def _readout_programs(
+    statistic: Statistic, one: Any, repeated: bool = False
+) -> tuple[tuple, tuple, Any]:
     """``(merge_key, finalize_key, one)``: the keys of the merge and finalize programs
     that :func:`summarize` runs on states shaped like ``one``, and the shapes they take
     (a block of elements where the statistic is merged and finalized in blocks)."""
+    merge_key = _key("merge", statistic, repeated)
     if _blocked(statistic, one):
         n = ELEMENT_BLOCK
         one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
-        return _key("merge", statistic), _key("finalize-block", statistic), one
-    return _key("merge", statistic), _key("finalize", statistic), one
+        return merge_key, _key("finalize-block", statistic, repeated), one
+    return merge_key, _key("finalize", statistic, repeated), one
 
 
-def compiled(statistic: Statistic, one: Any) -> bool:
+def compiled(statistic: Statistic, one: Any, repeated: bool = False) -> bool:
     """Whether :func:`summarize` of states shaped like ``one`` (arrays or
     ``jax.ShapeDtypeStruct``) would find its programs compiled (none compiles here)."""
-    merge_key, finalize_key, one = _readout_programs(statistic, one)
+    merge_key, finalize_key, one = _readout_programs(statistic, one, repeated)
     specs = jax.tree.map(programs.spec, one)
     return (
         programs.ready(merge_key, (specs, specs)) is not None
@@ -147,13 +173,16 @@ def compiled(statistic: Statistic, one: Any) -> bool:
 
 
 def lowered(
-    statistics: dict[str, Statistic], states: Any, start: tuple | None = None
+    statistics: dict[str, Statistic],
+    states: Any,
+    start: tuple | None = None,
+    repeated: bool = False,
 ) -> list[programs.Pending]:
     """Trace and lower the statistics' ``merge`` and ``finalize`` for ``states``
     (``{name: state}`` with a leading slot axis), first, with ``start = (key, fn,
-    args)``, the start program that makes them, for :func:`fill` to compile. Programs
-    another caller claimed, or that fail to lower (the foreground call raises), are
-    left out."""
+    args)``, the start program that makes them, for :func:`fill` to compile (with the
+    same ``repeated``, see :func:`summarize`). Programs another caller claimed, or
+    that fail to lower (the foreground call raises), are left out."""
     pendings: list[programs.Pending] = []
 
     def shapes(key: tuple, fn: Callable, args: tuple) -> Any:
@@ -174,21 +203,21 @@ def lowered(
         with contextlib.suppress(Exception):  # one statistic's failure spares the others
             one = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name])
             blocked = _blocked(statistic, one)  # then the programs of one block of elements
-            merge_key, finalize_key, one = _readout_programs(statistic, one)
+            merge_key, finalize_key, one = _readout_programs(statistic, one, repeated)
             merged = shapes(merge_key, statistic.merge, (one, one))
             finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
             shapes(finalize_key, finalize_fn, (merged,))
     return pendings
 
 
-def fill(pendings: list[programs.Pending]) -> None:
+def fill(pendings: list[programs.Pending], repeated: bool = False) -> None:
     """Compile :func:`lowered`'s programs, with the fast options where small, two at a
     time when both are small (else their memory would stack); a failure is left for the
     foreground call, which compiles again and raises."""
 
     def one(pending: programs.Pending) -> None:
         with contextlib.suppress(Exception):
-            programs.fill(pending, fast_if_small=True)
+            programs.fill(pending, fast_if_small=True, small=_small(repeated))
 
     def small(pending: programs.Pending) -> bool:
         return programs.compile_options(pending.args, pending.out_info) is not None
