@@ -24,7 +24,12 @@ size, chain method, progress on), with the default statistics and without
 ``--reps`` times: medians of the ``sample`` call's wall time, of its sampling
 phase and of its compile time, and the medians of the paired ratios.
 ``--cache DIR`` runs them with JAX's persistent compilation cache in DIR,
-warmed by one round that is not counted.
+warmed by one round that is not counted. ``--variants`` names the variants:
+``statistics``, ``none`` and ``statistics-blockN``, the default statistics with
+their update run by blocks of N elements on the CPU (``streaming.CPU_UPDATE_BLOCK``;
+a large N: the whole state at once up to N elements), ``until`` (an ``until`` that
+is never met: the summary read at every chunk) and ``until-quick`` (the same with
+the summary's programs compiled for a quick compile, ``Plan.repeated_readout`` off).
 
 Run: ``PYTHONPATH=src python bench/stats_overhead.py --dim 1000``;
 ``PYTHONPATH=src python bench/stats_overhead.py --defaults 1000,100000 --reps 3``.
@@ -154,15 +159,29 @@ def nuts_pair(
 
 
 VARIANTS = ("statistics", "none")  # --defaults: the default statistics, and none
+# --variants may add "statistics-blockN": the default statistics with the update run by
+# blocks of N elements on the CPU (streaming.CPU_UPDATE_BLOCK), N large: one block;
+# "until": with an `until` never met (the summary read at every chunk), and "until-quick":
+# the same with its readings compiled for a quick compile (Plan.repeated_readout off)
+BLOCK_VARIANT = "statistics-block"
 
 
 def one_default(dim: int, variant: str, seed: int, warmup: int,
                 draws: int) -> dict[str, float | int | str]:  # fmt: skip
     """One ``sluice.sample`` at the defaults (a child process of ``--defaults``)."""
+    if variant.startswith(BLOCK_VARIANT):
+        streaming.CPU_UPDATE_BLOCK = int(variant[len(BLOCK_VARIANT):])
+    until = None
+    if variant.startswith("until"):  # read at every chunk, never met: the whole run
+        until = sluice.converged(ess_bulk=1e12)
+        if variant == "until-quick":  # its readings compiled for a quick compile
+            from sluice.runtime import plan
+
+            plan.REPEATED_READOUT_ELEMENTS = 2**62
     t0 = time.perf_counter()
     run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=4,
-                        warmup=warmup, draws=draws, sink=None, seed=seed,
-                        default_stats="auto" if variant == "statistics" else False)  # fmt: skip
+                        warmup=warmup, draws=draws, sink=None, seed=seed, until=until,
+                        default_stats="auto" if variant != "none" else False)  # fmt: skip
     wall = time.perf_counter() - t0
     info = run.info
     return {"dim": dim, "variant": variant, "seed": seed, "warmup": warmup, "draws": draws,
@@ -173,7 +192,7 @@ def one_default(dim: int, variant: str, seed: int, warmup: int,
 
 
 def defaults(dims: list[int], reps: int, warmup: int, draws: int, json_path: str | None,
-             cache: str | None = None) -> None:  # fmt: skip
+             cache: str | None = None, variants: tuple[str, ...] = VARIANTS) -> None:  # fmt: skip
     """``--defaults``: fresh processes, the variants alternated, medians and paired ratios.
     ``cache``: JAX's persistent compilation cache in that folder, filled by one round
     that is not counted (what a user's second run of a script gets)."""
@@ -187,19 +206,19 @@ def defaults(dims: list[int], reps: int, warmup: int, draws: int, json_path: str
         os.environ.update({"JAX_COMPILATION_CACHE_DIR": cache,
                            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"})  # fmt: skip
-        run_each(__file__, 1, [str(d) for d in dims], VARIANTS, extra)
-    records = run_each(__file__, reps, [str(d) for d in dims], VARIANTS, extra)
+        run_each(__file__, 1, [str(d) for d in dims], variants, extra)
+    records = run_each(__file__, reps, [str(d) for d in dims], variants, extra)
     rows = []
     for dim in dims:
-        runs = {v: [r for r in records if r["dim"] == dim and r["variant"] == v] for v in VARIANTS}
-        pairs = list(zip(runs["statistics"], runs["none"], strict=True))
+        runs = {v: [r for r in records if r["dim"] == dim and r["variant"] == v] for v in variants}
         for variant, rs in runs.items():
             row = {"dim": dim, "variant": variant, "runs": len(rs), "warmup": warmup, "draws": draws,
                    "compile_cache": "warm" if cache else "none",
                    "chunk_size": rs[0]["chunk_size"], "chain_method": rs[0]["chain_method"]}  # fmt: skip
             for key in ("wall_s", "compile_s", "warmup_s", "sampling_s"):
                 row[key] = median([r[key] for r in rs])
-            if variant == "statistics":
+            if variant != "none":
+                pairs = list(zip(rs, runs["none"], strict=True))
                 row["sampling_ratio"] = median(
                     [a["sampling_s"] / b["sampling_s"] for a, b in pairs]
                 )
@@ -224,6 +243,9 @@ def main() -> None:
                         help="comma-separated dimensions: sluice.sample at its defaults, "
                         "fresh processes (see the module docstring)")  # fmt: skip
     parser.add_argument("--json", default=None, help="--defaults: write every record here")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="--defaults: statistics, none, statistics-blockN, until, until-quick "
+                        "(comma-separated)")  # fmt: skip
     parser.add_argument("--one", nargs=2, metavar=("DIM", "VARIANT"), default=None)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=1000, help="--defaults: warmup iterations")
@@ -242,7 +264,10 @@ def main() -> None:
         return
     if args.defaults:
         dims = [int(d) for d in args.defaults.split(",")]
-        defaults(dims, args.reps, args.warmup, args.draws, args.json, args.cache)
+        variants = tuple(args.variants.split(","))
+        if "none" not in variants:
+            parser.error(f"--variants must include none (the ratios' baseline), got {args.variants!r}")
+        defaults(dims, args.reps, args.warmup, args.draws, args.json, args.cache, variants)
         return
     if args.window is not None:  # every model takes this window
         streaming.SMALL, streaming.SMALL_WINDOW = 2**62, args.window
