@@ -3,11 +3,10 @@
 ``update_chains`` of a stack of ``--chains`` chains' states (one device's share at
 the defaults), ``--chunk`` draws at a time, ``--dim`` elements, compiled with XLA's
 defaults, for each block size of ``--blocks`` (``streaming.CPU_UPDATE_BLOCK``; ``rule``:
-the library's own, at most ``MAX_BLOCKS`` blocks; a number: blocks of that many
-elements however many there are): the second call's wall time, after one that
-compiles, per element and draw.
+the library's own; a number: blocks of that many elements): the second call's wall
+time, after one that compiles, per element and draw.
 
-    PYTHONPATH=src python bench/studies/update_blocks.py --dim 1000000 --blocks 2048,rule,16384
+    PYTHONPATH=src python bench/studies/update_blocks.py --dim 1000000 --blocks rule,16384
 """
 
 from __future__ import annotations
@@ -27,21 +26,18 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=1_000_000)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--chunk", type=int, default=50)
-    parser.add_argument("--blocks", default="2048,rule,16384")
+    parser.add_argument("--blocks", default="rule,16384")
     args = parser.parse_args()
     d, c, n = args.dim, args.chains, args.chunk
     key = jax.random.key(0)
     pilot = jax.random.normal(key, (c * 16, d))
     draws = jax.random.normal(key, (c, n, d))
-    default_block, default_max = streaming.CPU_UPDATE_BLOCK, streaming.MAX_BLOCKS
+    default_block = streaming.CPU_UPDATE_BLOCK
     print("| elements | block setting | elements per block | blocks | ns per element and draw |")
     print("|---:|---|---:|---:|---:|")
     for setting in args.blocks.split(","):
-        if setting == "rule":
-            streaming.CPU_UPDATE_BLOCK, streaming.MAX_BLOCKS = default_block, default_max
-        else:
-            streaming.CPU_UPDATE_BLOCK, streaming.MAX_BLOCKS = int(setting), 2**62
-        e = streaming.block_elements(d)
+        streaming.CPU_UPDATE_BLOCK = default_block if setting == "rule" else int(setting)
+        e = streaming.block_elements()
         statistic = streaming.summary(2 * n, chunk_size=n, pilot=16)
         settings = statistic.key[1]
         init = jax.jit(jax.vmap(statistic.init, in_axes=None, axis_size=c))

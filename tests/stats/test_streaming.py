@@ -380,7 +380,7 @@ def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):
         return jax.tree.map(np.asarray, states)
 
     whole = per_chain()
-    assert x.shape[2] <= streaming.block_elements(x.shape[2])  # `whole`: no blocks
+    assert x.shape[2] <= streaming.block_elements()  # `whole`: no blocks
     monkeypatch.setattr(streaming, "UPDATE_BLOCK", 64)
     monkeypatch.setattr(streaming, "CPU_UPDATE_BLOCK", 64)
     for other in (per_chain(), stacked()):

@@ -55,13 +55,10 @@ WINDOW = 16  # rows processed at once
 # temporaries are one block's): UPDATE_BLOCK off the CPU, CPU_UPDATE_BLOCK on it, where
 # the block is also what a core's cache holds. A window's working set per element (the
 # lag features of `lags + WINDOW` rows, 512 B; the lag sums, 256 B; the window's other
-# features and sums) is about 1 KB, so 2,048 elements keep it within a 1-2 MB L2 cache.
-# Each block also costs time in proportion to all the elements (cause not found), so
-# on the CPU there are at most MAX_BLOCKS of them (docs/statistics.md, "Blocks the size
-# of a core's cache").
+# features and sums) is about 1 KB, so 2,048 elements keep it within a 1-2 MB L2 cache
+# (docs/statistics.md, "Blocks the size of a core's cache").
 UPDATE_BLOCK = 16384
 CPU_UPDATE_BLOCK = 2048
-MAX_BLOCKS = 64
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
 
 
@@ -253,12 +250,10 @@ def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings
     return jnp.stack(_lag_features(x, score(proxy(x, ref.bulk)), ref)) * have[:, None]
 
 
-def block_elements(elements: int) -> int:
-    """The elements the update of ``elements`` takes at once (all of them when they are
-    at most this many; see :data:`CPU_UPDATE_BLOCK`): read when a program is traced."""
-    if jax.default_backend() != "cpu":
-        return UPDATE_BLOCK
-    return max(CPU_UPDATE_BLOCK, -(-elements // MAX_BLOCKS))
+def block_elements() -> int:
+    """Elements the update takes at once past which it runs by blocks (see
+    :data:`CPU_UPDATE_BLOCK`): read when a program is traced."""
+    return CPU_UPDATE_BLOCK if jax.default_backend() == "cpu" else UPDATE_BLOCK
 
 
 def window_rows(elements: int) -> int:
@@ -278,7 +273,7 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
-    if x.shape[1] <= block_elements(x.shape[1]):
+    if x.shape[1] <= block_elements():
         return _update_rows(settings, state, x, count, window_rows(x.shape[1]))
     return _by_blocks(settings, state, x, count, None)
 
@@ -293,7 +288,7 @@ def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
     dtype = states.knots.dtype
     x = jax.vmap(jax.vmap(lambda v: flatten(v, dtype)))(draws)  # (G, C, D)
     d = x.shape[2]
-    if d <= block_elements(d):
+    if d <= block_elements():
         one = lambda s, xc: (_update_rows(settings, s, xc, count, window_rows(d)),)  # noqa: E731
         return map_in_place(one, (states, x))[0]
 
@@ -311,10 +306,12 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     ``x`` are stacks (leading chain axis) and chain ``chain`` is updated, its blocks
     read from ``into`` (default ``state``) and written there. Every block starts
     from ``state``'s counters (``count``, the folds: the same for every block)."""
-    d = x.shape[-1]
-    e = block_elements(d)
+    d, e = x.shape[-1], block_elements()
     shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
     per_element = [f for f in state._fields if f not in shared]
+    # the reference quantiles are read, never updated: written back, XLA copied the
+    # whole stack's `knots` at every block (a cost in proportion to all the elements)
+    written = [f for f in per_element if f != "knots"]
     window = window_rows(d)
     hist = settings.buckets
 
@@ -364,7 +361,7 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
             hist=put(full.hist, keep(sub.hist, new.hist, hist), start, hist),
             **{f: jax.tree.map(lambda a, b, c: put(a, keep(b, c), start), getattr(full, f),
                                getattr(sub, f), getattr(new, f))
-               for f in per_element},
+               for f in written},
             **counters,
         )  # fmt: skip
 
