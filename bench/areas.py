@@ -448,23 +448,24 @@ AREAS: tuple[Area, ...] = (
     Area(
         "stats-defaults",
         jobs=(
-            Job("stats-defaults", "bench/stats_overhead.py --defaults 1000 --reps 5",
+            Job("stats-defaults", "bench/stats_overhead.py --defaults 1000 --reps 5 "
+                "--variants statistics,statistics-block2048,none",
                 parse_rows, "bench/stats_overhead.py --defaults 100 --reps 1"),
             # a user's second run: JAX's persistent compilation cache, warmed first
             Job("stats-defaults-cached", "bench/stats_overhead.py --defaults 1000 --reps 5 "
                 "--cache /tmp/sluice-bench-jax-cache", parse_rows,
                 "bench/stats_overhead.py --defaults 100 --reps 1 "
                 "--cache /tmp/sluice-bench-jax-cache"),
-            # 10,000 dims: the update by blocks of CPU_UPDATE_BLOCK elements against one
-            # block; `until` reading the summary at every chunk, its programs compiled for
-            # speed (Plan.repeated_readout) and for a quick compile
+            # 10,000 dims: the update by blocks the size of a core's cache (the rule)
+            # against blocks of 2,048 elements; `until` reading the summary at every chunk,
+            # its programs compiled for speed (Plan.repeated_readout) and for a quick compile
             Job("stats-defaults-10k", "bench/stats_overhead.py --defaults 10000 --reps 3 "
-                "--variants statistics,statistics-block16384,until,until-quick,none", parse_rows,
+                "--variants statistics,statistics-block2048,until,until-quick,none", parse_rows,
                 "bench/stats_overhead.py --defaults 3000 --reps 1 --warmup 50 --draws 50 "
-                "--variants statistics,statistics-block16384,until,until-quick,none"),
+                "--variants statistics,statistics-block2048,until,until-quick,none"),
             # 100,000 dims: NUTS takes ~10 min a run at 1,000 + 1,000 on two cores
             Job("stats-defaults-100k", "bench/stats_overhead.py --defaults 100000 --reps 2 "
-                "--warmup 100 --draws 200 --variants statistics,statistics-block16384,none",
+                "--warmup 100 --draws 200 --variants statistics,statistics-block2048,none",
                 parse_rows,
                 "bench/stats_overhead.py --defaults 1000 --reps 1 --warmup 50 --draws 50"),
         ),

@@ -343,6 +343,65 @@ def test_windows_of_any_size_give_the_same_state(monkeypatch):
     assert_trees_close(outs[0], outs[1], rtol=2e-5, atol=1e-6)
 
 
+def _caches(root, *caches: tuple[str, str, str, str]) -> None:
+    """A sysfs ``cache`` folder with ``(level, type, size, shared_cpu_list)`` entries."""
+    for i, fields in enumerate(caches):
+        index = root / f"index{i}"
+        index.mkdir(parents=True)
+        for name, value in zip(("level", "type", "size", "shared_cpu_list"), fields, strict=True):
+            (index / name).write_text(value + "\n")
+
+
+@pytest.mark.parametrize(
+    ("caches", "share"),
+    [
+        (
+            (
+                ("1", "Data", "48K", "0-1"),
+                ("1", "Instruction", "32K", "0-1"),
+                ("2", "Unified", "1024K", "0"),
+                ("3", "Unified", "32768K", "0-15"),
+            ),
+            2**20,
+        ),
+        ((("2", "Unified", "4M", "0-3"),), 2**20),  # shared by four cores: a quarter each
+        ((("2", "Unified", "2048K", "0,2"),), 2**20),  # two threads of one core
+        ((("1", "Data", "32K", "0"),), streaming.CACHE_FALLBACK),  # no L2 listed
+    ],
+)
+def test_core_cache_bytes_reads_a_cores_share_of_its_l2(tmp_path, monkeypatch, caches, share):
+    _caches(tmp_path, *caches)
+    monkeypatch.setattr(streaming, "CPU_CACHES", tmp_path)
+    streaming.core_cache_bytes.cache_clear()
+    try:
+        assert streaming.core_cache_bytes() == share
+    finally:
+        streaming.core_cache_bytes.cache_clear()
+
+
+def test_block_elements_keeps_a_block_within_a_cores_cache(monkeypatch):
+    """Twice a block's state fits a core's cache, in multiples of 64 elements, at least
+    MIN_BLOCK; CPU_UPDATE_BLOCK overrides the rule; off the CPU, UPDATE_BLOCK."""
+    monkeypatch.setattr(streaming, "core_cache_bytes", lambda: 2**20)
+    # the defaults' state of 1,000 draws in chunks of 100, per element: float32 knots
+    # (9), tail (16), sums (2 + 2 + 2), extremes (2); uint16 histogram (288); lag sums
+    # (4 x 16), the open block (4), block means (4 x 5) and their lags (4 x 6); split
+    # ring (6 chunks x 2 parts x 7) and prefix (7); `final` is one number in all
+    s = streaming.summary(1000, chunk_size=100)
+    shapes = jax.eval_shape(s.init, jnp.zeros((16, 5000)))
+    per_element = streaming._bytes_per_element(shapes, 5000)
+    floats = 9 + 16 + 6 + 2 + 4 * 16 + 4 + 4 * 5 + 4 * 6 + 6 * 2 * 7 + 7
+    assert per_element == 4 * floats + 2 * 288 + 1 == 1521  # (+1: `final`, rounded up)
+    assert streaming.block_elements(per_element) == 2**20 // (2 * 1521) // 64 * 64 == 320
+    assert streaming.block_elements(10**6) == streaming.MIN_BLOCK
+    stack = jax.tree.map(lambda a: jax.ShapeDtypeStruct((3, *a.shape), a.dtype), shapes)
+    assert streaming._bytes_per_element(stack, 5000, 3) == per_element
+    monkeypatch.setattr(streaming, "CPU_UPDATE_BLOCK", 1000)
+    assert streaming.block_elements(per_element) == 1000
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert streaming.block_elements(per_element) == streaming.UPDATE_BLOCK
+
+
 def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):
     """Past ``block_elements()`` elements the update runs a block of elements at a time
     (its temporaries are one block's), and ``update_chains`` updates a stack of chains
@@ -379,8 +438,9 @@ def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):
             states = update(states, {"x": jnp.asarray(rows)}, b - a)
         return jax.tree.map(np.asarray, states)
 
+    monkeypatch.setattr(streaming, "UPDATE_BLOCK", 2**20)  # `whole`: no blocks
+    monkeypatch.setattr(streaming, "CPU_UPDATE_BLOCK", 2**20)
     whole = per_chain()
-    assert x.shape[2] <= streaming.block_elements()  # `whole`: no blocks
     monkeypatch.setattr(streaming, "UPDATE_BLOCK", 64)
     monkeypatch.setattr(streaming, "CPU_UPDATE_BLOCK", 64)
     for other in (per_chain(), stacked()):

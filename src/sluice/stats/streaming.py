@@ -13,6 +13,8 @@ works, and what it costs") explains the method.
 from __future__ import annotations
 
 import functools
+import math
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -52,13 +54,16 @@ __all__ = ["LEVELS", "StreamSettings", "StreamState", "chunk_state_bytes", "summ
 
 WINDOW = 16  # rows processed at once
 # Past this many elements the update runs a block of them at a time, in place (its
-# temporaries are one block's): UPDATE_BLOCK off the CPU, CPU_UPDATE_BLOCK on it, where
-# the block is also what a core's cache holds. A window's working set per element (the
-# lag features of `lags + WINDOW` rows, 512 B; the lag sums, 256 B; the window's other
-# features and sums) is about 1 KB, so 2,048 elements keep it within a 1-2 MB L2 cache
-# (docs/statistics.md, "Blocks the size of a core's cache").
+# temporaries are one block's): UPDATE_BLOCK off the CPU; on the CPU as many as keep a
+# block's working set within a core's L2 cache (block_elements: about twice the state's
+# bytes, its columns copied in and out; docs/statistics.md, "Blocks the size of a
+# core's cache"), unless CPU_UPDATE_BLOCK names a number.
 UPDATE_BLOCK = 16384
-CPU_UPDATE_BLOCK = 2048
+CPU_UPDATE_BLOCK: int | None = None
+CACHE_FALLBACK = 2**20  # a core's L2 cache, in bytes, where the system does not report it
+WORKING_SET = 2  # a block's working set, in multiples of its state's bytes
+MIN_BLOCK = 64
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux's description of them
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
 
 
@@ -250,10 +255,61 @@ def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings
     return jnp.stack(_lag_features(x, score(proxy(x, ref.bulk)), ref)) * have[:, None]
 
 
-def block_elements() -> int:
-    """Elements the update takes at once past which it runs by blocks (see
-    :data:`CPU_UPDATE_BLOCK`): read when a program is traced."""
-    return CPU_UPDATE_BLOCK if jax.default_backend() == "cpu" else UPDATE_BLOCK
+@functools.cache
+def core_cache_bytes() -> int:
+    """One core's share of its L2 cache, in bytes, as Linux reports it (sysfs), else
+    :data:`CACHE_FALLBACK`."""
+    try:
+        for index in sorted(CPU_CACHES.glob("index*")):
+            if (index / "level").read_text().strip() != "2":
+                continue
+            if (index / "type").read_text().strip() not in ("Unified", "Data"):
+                continue
+            size = (index / "size").read_text().strip()
+            scale = {"K": 2**10, "M": 2**20}.get(size[-1:], 1)
+            total = int(size.rstrip("KM")) * scale
+            return max(total // len(_cpu_list((index / "shared_cpu_list").read_text())), 1)
+    except (OSError, ValueError):
+        pass
+    return CACHE_FALLBACK
+
+
+def _cpu_list(text: str) -> list[int]:
+    """The CPUs of a sysfs list such as ``0-3,8``."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus or [0]
+
+
+def block_elements(bytes_per_element: int) -> int:
+    """Elements the update takes at once (past them it runs by blocks), for a state of
+    ``bytes_per_element`` per element and chain: read when a program is traced.
+
+    On the CPU, a block's working set (about :data:`WORKING_SET` times its state:
+    the columns copied in and written back, the window's features beside them)
+    stays within a core's L2 cache (:func:`core_cache_bytes`), a multiple of 64
+    elements, at least :data:`MIN_BLOCK`; :data:`CPU_UPDATE_BLOCK` overrides it.
+    Elsewhere :data:`UPDATE_BLOCK`."""
+    if jax.default_backend() != "cpu":
+        return UPDATE_BLOCK
+    if CPU_UPDATE_BLOCK is not None:
+        return CPU_UPDATE_BLOCK
+    fits = core_cache_bytes() // (WORKING_SET * max(bytes_per_element, 1))
+    return max(MIN_BLOCK, fits // 64 * 64)
+
+
+def _bytes_per_element(state: StreamState, d: int, chains: int = 1) -> int:
+    """One chain's state bytes per element (the fields with a column per element)."""
+    leaves = [
+        leaf
+        for field in state._fields
+        if field not in SHARED_FIELDS - {"hist"}
+        for leaf in jax.tree.leaves(getattr(state, field))
+    ]
+    total = sum(math.prod(leaf.shape) * jnp.dtype(leaf.dtype).itemsize for leaf in leaves)
+    return -(-total // (d * chains))
 
 
 def window_rows(elements: int) -> int:
@@ -273,9 +329,11 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
-    if x.shape[1] <= block_elements():
-        return _update_rows(settings, state, x, count, window_rows(x.shape[1]))
-    return _by_blocks(settings, state, x, count, None)
+    d = x.shape[1]
+    e = block_elements(_bytes_per_element(state, d))
+    if d <= e:
+        return _update_rows(settings, state, x, count, window_rows(d))
+    return _by_blocks(settings, state, x, count, None, e)
 
 
 def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
@@ -288,25 +346,26 @@ def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
     dtype = states.knots.dtype
     x = jax.vmap(jax.vmap(lambda v: flatten(v, dtype)))(draws)  # (G, C, D)
     d = x.shape[2]
-    if d <= block_elements():
+    e = block_elements(_bytes_per_element(states, d, x.shape[0]))
+    if d <= e:
         one = lambda s, xc: (_update_rows(settings, s, xc, count, window_rows(d)),)  # noqa: E731
         return map_in_place(one, (states, x))[0]
 
     def chain(c: Any, full: StreamState) -> StreamState:
-        return _by_blocks(settings, states, x, count, c, full)
+        return _by_blocks(settings, states, x, count, c, e, full)
 
     return jax.lax.fori_loop(0, x.shape[0], chain, states)
 
 
 def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count: jax.Array,
-               chain: Any, into: StreamState | None = None) -> StreamState:  # fmt: skip
-    """``_update_rows`` a block of :func:`block_elements` elements at a time.
+               chain: Any, e: int, into: StreamState | None = None) -> StreamState:  # fmt: skip
+    """``_update_rows`` a block of ``e`` elements (:func:`block_elements`) at a time.
 
     ``chain`` ``None``: ``state`` is one chain's, ``x`` ``(C, D)``; else ``state`` and
     ``x`` are stacks (leading chain axis) and chain ``chain`` is updated, its blocks
     read from ``into`` (default ``state``) and written there. Every block starts
     from ``state``'s counters (``count``, the folds: the same for every block)."""
-    d, e = x.shape[-1], block_elements()
+    d = x.shape[-1]
     shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
     per_element = [f for f in state._fields if f not in shared]
     # the reference quantiles are read, never updated: written back, XLA copied the
