@@ -448,8 +448,7 @@ AREAS: tuple[Area, ...] = (
     Area(
         "stats-defaults",
         jobs=(
-            Job("stats-defaults", "bench/stats_overhead.py --defaults 1000 --reps 5 "
-                "--variants statistics,statistics-block2048,none",
+            Job("stats-defaults", "bench/stats_overhead.py --defaults 1000 --reps 5",
                 parse_rows, "bench/stats_overhead.py --defaults 100 --reps 1"),
             # a user's second run: JAX's persistent compilation cache, warmed first
             Job("stats-defaults-cached", "bench/stats_overhead.py --defaults 1000 --reps 5 "

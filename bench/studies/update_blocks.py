@@ -57,8 +57,8 @@ def main() -> None:
             jax.block_until_ready(states)
             times.append(time.perf_counter() - start)
         seconds = statistics.median(times)
-        blocks = -(-d // e) if d > e else 1
-        print(f"| {d} | {setting} | {min(e, d)} | {blocks} | {seconds / (c * n * d) * 1e9:.1f} |",
+        blocks = -(-d // e) if d > streaming.whole_elements() else 1
+        print(f"| {d} | {setting} | {e if blocks > 1 else d} | {blocks} | {seconds / (c * n * d) * 1e9:.1f} |",
               flush=True)  # fmt: skip
 
 

@@ -380,8 +380,9 @@ def test_core_cache_bytes_reads_a_cores_share_of_its_l2(tmp_path, monkeypatch, c
 
 
 def test_block_elements_keeps_a_block_within_a_cores_cache(monkeypatch):
-    """Twice a block's state fits a core's cache, in multiples of 64 elements, at least
-    MIN_BLOCK; CPU_UPDATE_BLOCK overrides the rule; off the CPU, UPDATE_BLOCK."""
+    """Past WHOLE_ELEMENTS, twice a block's state fits a core's cache, in multiples of 64
+    elements, at least MIN_BLOCK; CPU_UPDATE_BLOCK overrides both; off the CPU,
+    UPDATE_BLOCK."""
     monkeypatch.setattr(streaming, "core_cache_bytes", lambda: 2**20)
     # the defaults' state of 1,000 draws in chunks of 100, per element: float32 knots
     # (9), tail (16), sums (2 + 2 + 2), extremes (2); uint16 histogram (288); lag sums
@@ -396,10 +397,11 @@ def test_block_elements_keeps_a_block_within_a_cores_cache(monkeypatch):
     assert streaming.block_elements(10**6) == streaming.MIN_BLOCK
     stack = jax.tree.map(lambda a: jax.ShapeDtypeStruct((3, *a.shape), a.dtype), shapes)
     assert streaming._bytes_per_element(stack, 5000, 3) == per_element
+    assert streaming.whole_elements() == streaming.WHOLE_ELEMENTS
     monkeypatch.setattr(streaming, "CPU_UPDATE_BLOCK", 1000)
-    assert streaming.block_elements(per_element) == 1000
+    assert streaming.block_elements(per_element) == streaming.whole_elements() == 1000
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert streaming.block_elements(per_element) == streaming.UPDATE_BLOCK
+    assert streaming.block_elements(per_element) == streaming.whole_elements() == 16384
 
 
 def test_blocks_of_elements_and_stacked_chains_give_the_same_state(monkeypatch):

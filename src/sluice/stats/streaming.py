@@ -53,12 +53,15 @@ PyTree = Any
 __all__ = ["LEVELS", "StreamSettings", "StreamState", "chunk_state_bytes", "summary"]
 
 WINDOW = 16  # rows processed at once
-# Past this many elements the update runs a block of them at a time, in place (its
-# temporaries are one block's): UPDATE_BLOCK off the CPU; on the CPU as many as keep a
-# block's working set within a core's L2 cache (block_elements: about twice the state's
-# bytes, its columns copied in and out; docs/statistics.md, "Blocks the size of a
-# core's cache"), unless CPU_UPDATE_BLOCK names a number.
+# Past WHOLE_ELEMENTS (the CPU) or UPDATE_BLOCK (elsewhere) elements the update runs a
+# block of them at a time, in place (its temporaries are one block's): UPDATE_BLOCK off
+# the CPU; on the CPU as many as keep a block's working set within a core's L2 cache
+# (block_elements: about twice the state's bytes, its columns copied in and out;
+# docs/statistics.md, "Blocks the size of a core's cache"), unless CPU_UPDATE_BLOCK
+# names a number. Up to WHOLE_ELEMENTS the update takes every element at once, as fast
+# as by blocks there and a loop fewer to compile.
 UPDATE_BLOCK = 16384
+WHOLE_ELEMENTS = 2048
 CPU_UPDATE_BLOCK: int | None = None
 CACHE_FALLBACK = 2**20  # a core's L2 cache, in bytes, where the system does not report it
 WORKING_SET = 2  # a block's working set, in multiples of its state's bytes
@@ -283,8 +286,17 @@ def _cpu_list(text: str) -> list[int]:
     return cpus or [0]
 
 
+def whole_elements() -> int:
+    """Elements the update takes at once, past which it runs by blocks: read when a
+    program is traced (:data:`WHOLE_ELEMENTS` on the CPU, :data:`UPDATE_BLOCK` elsewhere;
+    a :data:`CPU_UPDATE_BLOCK` override also sets it)."""
+    if jax.default_backend() != "cpu":
+        return UPDATE_BLOCK
+    return WHOLE_ELEMENTS if CPU_UPDATE_BLOCK is None else CPU_UPDATE_BLOCK
+
+
 def block_elements(bytes_per_element: int) -> int:
-    """Elements the update takes at once (past them it runs by blocks), for a state of
+    """Elements of one block of the update past :func:`whole_elements`, for a state of
     ``bytes_per_element`` per element and chain: read when a program is traced.
 
     On the CPU, a block's working set (about :data:`WORKING_SET` times its state:
@@ -325,31 +337,31 @@ def update_block(settings: StreamSettings, state: StreamState, draws: PyTree,
 
     The engine calls this once per chunk, at a chunk boundary of the statistic's
     geometry (else the state is marked inconsistent and finalizes to NaN). More than
-    :func:`block_elements` elements are updated a block at a time, in place.
+    :func:`whole_elements` elements are updated a block at a time, in place.
     """
     dtype = state.knots.dtype
     x = jax.vmap(lambda v: flatten(v, dtype))(draws)  # (C, D)
     d = x.shape[1]
-    e = block_elements(_bytes_per_element(state, d))
-    if d <= e:
+    if d <= whole_elements():
         return _update_rows(settings, state, x, count, window_rows(d))
-    return _by_blocks(settings, state, x, count, None, e)
+    return _by_blocks(settings, state, x, count, None, block_elements(_bytes_per_element(state, d)))
 
 
 def update_chains(settings: StreamSettings, states: StreamState, draws: PyTree,
                   count: jax.Array) -> StreamState:  # fmt: skip
     """:func:`update_block` of every chain of a stack (leading chain axis), in place.
 
-    Above :func:`block_elements` elements each block of each chain's columns is
+    Above :func:`whole_elements` elements each block of each chain's columns is
     read from the stack and written back, so no chain's whole state is copied (as
     the engine's chain-by-chain map would)."""
     dtype = states.knots.dtype
     x = jax.vmap(jax.vmap(lambda v: flatten(v, dtype)))(draws)  # (G, C, D)
     d = x.shape[2]
-    e = block_elements(_bytes_per_element(states, d, x.shape[0]))
-    if d <= e:
+    if d <= whole_elements():
         one = lambda s, xc: (_update_rows(settings, s, xc, count, window_rows(d)),)  # noqa: E731
         return map_in_place(one, (states, x))[0]
+
+    e = block_elements(_bytes_per_element(states, d, x.shape[0]))
 
     def chain(c: Any, full: StreamState) -> StreamState:
         return _by_blocks(settings, states, x, count, c, e, full)
