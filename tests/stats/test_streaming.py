@@ -380,20 +380,21 @@ def test_core_cache_bytes_reads_a_cores_share_of_its_l2(tmp_path, monkeypatch, c
 
 
 def test_block_elements_keeps_a_block_within_a_cores_cache(monkeypatch):
-    """Past WHOLE_ELEMENTS, twice a block's state fits a core's cache, in multiples of 64
+    """Past WHOLE_ELEMENTS, three times what a block copies fits a core's cache, in multiples of 64
     elements, at least MIN_BLOCK; CPU_UPDATE_BLOCK overrides both; off the CPU,
     UPDATE_BLOCK."""
     monkeypatch.setattr(streaming, "core_cache_bytes", lambda: 2**20)
-    # the defaults' state of 1,000 draws in chunks of 100, per element: float32 knots
-    # (9), tail (16), sums (2 + 2 + 2), extremes (2); uint16 histogram (288); lag sums
-    # (4 x 16), the open block (4), block means (4 x 5) and their lags (4 x 6); split
-    # ring (6 chunks x 2 parts x 7) and prefix (7); `final` is one number in all
+    # what a block copies of the defaults' state (1,000 draws in chunks of 100), per
+    # element: float32 knots (9), tail (16), sums (2 + 2 + 2), extremes (2); uint16
+    # histogram (288); lag sums (4 x 16), the open block (4), block means (4 x 5) and
+    # their lags (4 x 6); of the split ring (6 chunks) the chunk's own slot (2 parts x
+    # 7), not the prefix; `final` is one number in all
     s = streaming.summary(1000, chunk_size=100)
     shapes = jax.eval_shape(s.init, jnp.zeros((16, 5000)))
     per_element = streaming._bytes_per_element(shapes, 5000)
-    floats = 9 + 16 + 6 + 2 + 4 * 16 + 4 + 4 * 5 + 4 * 6 + 6 * 2 * 7 + 7
-    assert per_element == 4 * floats + 2 * 288 + 1 == 1521  # (+1: `final`, rounded up)
-    assert streaming.block_elements(per_element) == 2**20 // (2 * 1521) // 64 * 64 == 320
+    floats = 9 + 16 + 6 + 2 + 4 * 16 + 4 + 4 * 5 + 4 * 6 + 2 * 7
+    assert per_element == 4 * floats + 2 * 288 + 1 == 1213  # (+1: `final`, rounded up)
+    assert streaming.block_elements(per_element) == 2**20 // (3 * 1213) // 64 * 64 == 256
     assert streaming.block_elements(10**6) == streaming.MIN_BLOCK
     stack = jax.tree.map(lambda a: jax.ShapeDtypeStruct((3, *a.shape), a.dtype), shapes)
     assert streaming._bytes_per_element(stack, 5000, 3) == per_element

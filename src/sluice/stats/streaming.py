@@ -25,7 +25,7 @@ from sluice._jax import compile as programs
 from sluice._jax.batching import map_in_place
 from sluice.stats import streaming_readout
 from sluice.stats._layout import flatten, num_elements, own_copy, working_dtype
-from sluice.stats._numerics import compensated_add, compensated_zeros, materialize, row_add
+from sluice.stats._numerics import compensated_add, compensated_zeros, materialize
 from sluice.stats.base import Blocks, Statistic
 from sluice.stats.streaming_state import (
     COUNT_MAX,
@@ -56,15 +56,15 @@ WINDOW = 16  # rows processed at once
 # Past WHOLE_ELEMENTS (the CPU) or UPDATE_BLOCK (elsewhere) elements the update runs a
 # block of them at a time, in place (its temporaries are one block's): UPDATE_BLOCK off
 # the CPU; on the CPU as many as keep a block's working set within a core's L2 cache
-# (block_elements: about twice the state's bytes, its columns copied in and out;
-# docs/statistics.md, "Blocks the size of a core's cache"), unless CPU_UPDATE_BLOCK
+# (block_elements: about three times the state a block copies: in, out, and the
+# window's temporaries beside them; docs/statistics.md, "Blocks the size of a core's cache"), unless CPU_UPDATE_BLOCK
 # names a number. Up to WHOLE_ELEMENTS the update takes every element at once, as fast
 # as by blocks there and a loop fewer to compile.
 UPDATE_BLOCK = 16384
 WHOLE_ELEMENTS = 2048
 CPU_UPDATE_BLOCK: int | None = None
 CACHE_FALLBACK = 2**20  # a core's L2 cache, in bytes, where the system does not report it
-WORKING_SET = 2  # a block's working set, in multiples of its state's bytes
+WORKING_SET = 3  # a block's working set, in multiples of the state bytes it copies
 MIN_BLOCK = 64
 CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux's description of them
 SMALL, SMALL_WINDOW = 100, 4  # at most SMALL elements: fewer rows at once (a quicker compile)
@@ -178,7 +178,12 @@ def _window(state: StreamState, prev: jax.Array, x: jax.Array, zx: jax.Array, n:
     if settings.parts == 3:
         parts.append(_rows_sum(segf, (valid & (pos == m)).astype(dtype)))
     parts.append(total - sum(parts))
-    seg = row_add(state.seg, j % settings.ring, jnp.stack(parts))
+    # the chunk's slot of the ring (a one-slot view of it, by blocks of elements),
+    # restarted at the chunk's first row: the chunk it held before was folded
+    slot = j % settings.ring if state.seg.shape[0] == settings.ring else 0
+    held = jax.lax.dynamic_index_in_dim(state.seg, slot, keepdims=False)
+    held = jnp.where(start % chunk == 0, 0.0, held)
+    seg = jax.lax.dynamic_update_index_in_dim(state.seg, held + jnp.stack(parts), slot, 0)
     final = state.final
     if settings.final_split:
         first = settings.num_draws // 2
@@ -234,19 +239,44 @@ def _blocks(state: StreamState, f: jax.Array, g: jax.Array, valid: jax.Array,
     )
 
 
-def _fold_prefix(state: StreamState, settings: StreamSettings) -> StreamState:
-    """Fold the chunks that every later split puts in the first half into the prefix,
-    freeing their slots (with ``k`` complete chunks, every later split's first half
-    holds at least the chunks before ``k // 2``)."""
-    target = (state.count // settings.chunk_size) // 2
+def _fold_prefix(state: StreamState, settings: StreamSettings, chain: Any = None) -> StreamState:
+    """Fold the chunk that every later split puts in the first half into the prefix
+    (with ``k`` complete chunks, every later split's first half holds at least the
+    chunks before ``k // 2``); its slot is reused by a later chunk, which restarts it.
+    ``chain``: ``state`` is a stack (leading chain axis) and that chain's is folded,
+    in place.
 
-    def fold_one(_: Any, s: StreamState) -> StreamState:
-        slot = s.folded % settings.ring
-        whole = jnp.sum(s.seg[slot], axis=0)  # (SEG, D)
-        seg = s.seg.at[slot].set(0.0)
-        return s._replace(prefix=s.prefix + whole, seg=seg, folded=s.folded + 1)
+    An update adds at most one chunk, so at most one is due; more (an update out of
+    order) mark the state inconsistent. The fold only reads the ring: written (its
+    slot zeroed) on a stack, XLA copied the whole stack's ring."""
+    lead = () if chain is None else (chain,)
 
-    return jax.lax.fori_loop(0, jnp.maximum(target - state.folded, 0), fold_one, state)
+    def own(a: jax.Array) -> jax.Array:
+        return a if chain is None else jax.lax.dynamic_index_in_dim(a, chain, keepdims=False)
+
+    def mine(a: jax.Array, value: jax.Array) -> jax.Array:
+        return value if chain is None else jax.lax.dynamic_update_index_in_dim(a, value, chain, 0)
+
+    folded = own(state.folded)
+    due = (own(state.count) // settings.chunk_size) // 2 - folded
+    fold = due > 0
+    at = _indices(*lead, folded % settings.ring, 0, 0, 0)
+    ones = tuple(1 for _ in lead)
+    rows = jax.lax.dynamic_slice(state.seg, at, (*ones, 1, *state.seg.shape[len(lead) + 1 :]))
+    size, start = (*ones, *state.prefix.shape[len(lead) :]), _indices(*lead, 0, 0)
+    whole = jnp.sum(rows, axis=len(lead) + 1).reshape(size)  # (SEG, D) of the chain
+    prefix = jax.lax.dynamic_slice(state.prefix, start, size) + jnp.where(fold, whole, 0.0)
+    return state._replace(
+        prefix=jax.lax.dynamic_update_slice(state.prefix, prefix, start),
+        folded=mine(state.folded, folded + fold.astype(folded.dtype)),
+        consistent=mine(state.consistent, own(state.consistent) & (due <= 1)),
+    )
+
+
+def _indices(*values: Any) -> tuple[jax.Array, ...]:
+    """Slice indices of one type (``int32``; with ``jax_enable_x64`` Python integers
+    would be ``int64`` beside the state's ``int32`` counters)."""
+    return tuple(jnp.asarray(v, jnp.int32) for v in values)
 
 
 def _prev_features(state: StreamState, ref: _Reference, settings: StreamSettings) -> jax.Array:
@@ -296,12 +326,13 @@ def whole_elements() -> int:
 
 
 def block_elements(bytes_per_element: int) -> int:
-    """Elements of one block of the update past :func:`whole_elements`, for a state of
-    ``bytes_per_element`` per element and chain: read when a program is traced.
+    """Elements of one block of the update past :func:`whole_elements`, for a block
+    that copies ``bytes_per_element`` of each element's state (:func:`_bytes_per_element`)
+    per chain: read when a program is traced.
 
-    On the CPU, a block's working set (about :data:`WORKING_SET` times its state:
-    the columns copied in and written back, the window's features beside them)
-    stays within a core's L2 cache (:func:`core_cache_bytes`), a multiple of 64
+    On the CPU, a block's working set (about :data:`WORKING_SET` times those bytes:
+    the columns copied in and written back, and the window's features, lag
+    products and the chunk's rows and bulk scores, about as large again) stays within a core's L2 cache (:func:`core_cache_bytes`), a multiple of 64
     elements, at least :data:`MIN_BLOCK`; :data:`CPU_UPDATE_BLOCK` overrides it.
     Elsewhere :data:`UPDATE_BLOCK`."""
     if jax.default_backend() != "cpu":
@@ -313,14 +344,16 @@ def block_elements(bytes_per_element: int) -> int:
 
 
 def _bytes_per_element(state: StreamState, d: int, chains: int = 1) -> int:
-    """One chain's state bytes per element (the fields with a column per element)."""
-    leaves = [
-        leaf
-        for field in state._fields
-        if field not in SHARED_FIELDS - {"hist"}
-        for leaf in jax.tree.leaves(getattr(state, field))
-    ]
-    total = sum(math.prod(leaf.shape) * jnp.dtype(leaf.dtype).itemsize for leaf in leaves)
+    """The bytes per element of one chain's state that a block of the update copies in
+    and out: the fields with a column per element, of the split ring the chunk's own
+    slot alone, without the prefix (:func:`_by_blocks`)."""
+    total = 0
+    for field in state._fields:
+        if field in SHARED_FIELDS - {"hist"} or field == "prefix":
+            continue
+        for leaf in jax.tree.leaves(getattr(state, field)):
+            size = math.prod(leaf.shape) * jnp.dtype(leaf.dtype).itemsize
+            total += size // leaf.shape[-4] if field == "seg" else size  # one slot of the ring
     return -(-total // (d * chains))
 
 
@@ -379,10 +412,14 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     from ``state``'s counters (``count``, the folds: the same for every block)."""
     d = x.shape[-1]
     shared = SHARED_FIELDS if settings.final_split else SHARED_FIELDS | {"final"}
-    per_element = [f for f in state._fields if f not in shared]
+    # the split ring is cut to the chunk's own slot, the prefix not at all (the rows
+    # touch neither elsewhere; the fold runs after every block, on the whole state):
+    # copied in and out of every block, the ring cost as much as the rest at small chunks
+    per_element = [f for f in state._fields if f not in shared | {"seg", "prefix"}]
     # the reference quantiles are read, never updated: written back, XLA copied the
     # whole stack's `knots` at every block (a cost in proportion to all the elements)
     written = [f for f in per_element if f != "knots"]
+    slot = (own_count(state, chain) // settings.chunk_size) % settings.ring
     window = window_rows(d)
     hist = settings.buckets
 
@@ -418,17 +455,22 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
         def keep(old: jax.Array, updated: jax.Array, k: int = 1) -> jax.Array:
             return jnp.where(jnp.repeat(fresh, k) if k > 1 else fresh, updated, old)
 
+        lead = () if chain is None else (chain,)
+        ring_at = _indices(*lead, slot, 0, 0, start)
+        view = (*(1 for _ in lead), 1, *full.seg.shape[len(lead) + 1 : -1], e)
+        seg = jax.lax.dynamic_slice(full.seg, ring_at, view).reshape(view[len(lead) :])
         sub = own._replace(
-            hist=cut(full.hist, start, e, hist),
+            hist=cut(full.hist, start, e, hist), seg=seg, prefix=None,
             **{f: jax.tree.map(lambda a: cut(a, start, e), getattr(full, f)) for f in per_element},
         )  # fmt: skip
         new = _update_rows(settings, sub, jax.lax.dynamic_slice_in_dim(rows, start, e, 1),
-                           count, window)  # fmt: skip
+                           count, window, fold=False)  # fmt: skip
         counters = {f: getattr(new, f) for f in sorted(SHARED_FIELDS - {"pilot", "hist"})}
         if chain is not None:
             counters = {f: jax.lax.dynamic_update_index_in_dim(getattr(full, f), v, chain, 0)
                         for f, v in counters.items()}  # fmt: skip
         return full._replace(
+            seg=jax.lax.dynamic_update_slice(full.seg, keep(seg, new.seg).reshape(view), ring_at),
             hist=put(full.hist, keep(sub.hist, new.hist, hist), start, hist),
             **{f: jax.tree.map(lambda a, b, c: put(a, keep(b, c), start), getattr(full, f),
                                getattr(sub, f), getattr(new, f))
@@ -437,12 +479,22 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
         )  # fmt: skip
 
     full = state if into is None else into
-    return jax.lax.fori_loop(0, -(-d // e), block, full)
+    full = jax.lax.fori_loop(0, -(-d // e), block, full)
+    return _fold_prefix(full, settings, chain)
+
+
+def own_count(state: StreamState, chain: Any) -> jax.Array:
+    """The draws of ``state``'s chain (``chain``: of a stack's)."""
+    if chain is None:
+        return state.count
+    return jax.lax.dynamic_index_in_dim(state.count, chain, keepdims=False)
 
 
 def _update_rows(settings: StreamSettings, state: StreamState, x: jax.Array, count: jax.Array,
-                 window: int) -> StreamState:  # fmt: skip
-    """:func:`update_block` of the flat draws ``x`` ``(C, D)``, ``window`` rows at once."""
+                 window: int, fold: bool = True) -> StreamState:  # fmt: skip
+    """:func:`update_block` of the flat draws ``x`` ``(C, D)``, ``window`` rows at once.
+    ``fold`` ``False``: ``state.seg`` is a view of the chunk's slot alone (one slot;
+    :func:`_by_blocks`), and the prefix is the caller's to fold."""
     dtype = state.knots.dtype
     rows = x.shape[0]
     count = jnp.minimum(jnp.asarray(count, jnp.int32), rows)
@@ -469,7 +521,7 @@ def _update_rows(settings: StreamSettings, state: StreamState, x: jax.Array, cou
 
     state, _ = jax.lax.fori_loop(0, -(-count // w), body, (state, prev))
     state = _histogram(state, z[:rows], jnp.arange(rows) < count, settings)
-    return _fold_prefix(state, settings)
+    return _fold_prefix(state, settings) if fold else state
 
 
 def _histogram(state: StreamState, z: jax.Array, valid: jax.Array,

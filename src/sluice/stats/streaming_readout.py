@@ -102,17 +102,23 @@ def pack(state: StreamState, c: Closed) -> StreamState:
 
 
 # -- closing one chain --------------------------------------------------------------------------
+def _slot_chunks(state: StreamState, settings: StreamSettings) -> jax.Array:
+    """``(ring,)`` the chunk each slot of the split ring holds (or will: a slot whose
+    chunk has not begun still holds a folded one's sums)."""
+    slot = jnp.arange(settings.ring)
+    return state.folded + ((slot - state.folded) % settings.ring)
+
+
 def _halves(state: StreamState, settings: StreamSettings) -> tuple[jax.Array, jax.Array, Any]:
     """Split sums ``(SEG, D)`` of the first and second half of the open chain, and whether
     the split is one the geometry knows (a complete chunk, or the final draw)."""
     n_draws = state.count
-    chunk, ring = settings.chunk_size, settings.ring
+    chunk = settings.chunk_size
     k = n_draws // chunk
     h = k // 2
     odd = (k % 2) == 1
     # the chunk each slot holds, and where the split puts it (every slot at once)
-    slot = jnp.arange(ring)
-    c = state.folded + ((slot - state.folded) % ring)
+    c = _slot_chunks(state, settings)
     live = c < k
     whole = jnp.sum(state.seg, axis=1)  # (ring, SEG, D)
     at_split = (live & (c == h) & odd)[:, None, None]
@@ -177,7 +183,9 @@ def _chain_summaries(state: StreamState, settings: StreamSettings) -> tuple[Clos
     # block series (unsplit): its mean from the chain's sums less the open block's
     nb = state.nblocks
     nbf = jnp.maximum(nb, 1).astype(dtype)
-    whole = state.prefix + jnp.sum(state.seg, axis=(0, 1))  # (SEG, D) over every draw
+    begun = _slot_chunks(state, settings) < -(-n_draws // settings.chunk_size)
+    whole = state.prefix + jnp.sum(jnp.where(begun[:, None, None, None], state.seg, 0.0),
+                                    axis=(0, 1))  # (SEG, D) over every draw  # fmt: skip
     totals = jnp.stack([whole[f] for f in LAG_FEATURES])
     bmean = (totals - state.partial) / settings.block / nbf
     s = jnp.arange(settings.block_lags + 1, dtype=dtype)[:, None]
