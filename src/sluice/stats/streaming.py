@@ -56,10 +56,10 @@ WINDOW = 16  # rows processed at once
 # Past WHOLE_ELEMENTS (the CPU) or UPDATE_BLOCK (elsewhere) elements the update runs a
 # block of them at a time, in place (its temporaries are one block's): UPDATE_BLOCK off
 # the CPU; on the CPU as many as keep a block's working set within a core's L2 cache
-# (block_elements: about three times the state a block copies: in, out, and the
-# window's temporaries beside them; docs/statistics.md, "Blocks the size of a core's cache"), unless CPU_UPDATE_BLOCK
-# names a number. Up to WHOLE_ELEMENTS the update takes every element at once, as fast
-# as by blocks there and a loop fewer to compile.
+# (block_elements: about three times the state a block copies, for the copies in and
+# out and the window's temporaries; docs/statistics.md, "Blocks the size of a core's
+# cache"), unless CPU_UPDATE_BLOCK names a number. Up to WHOLE_ELEMENTS the update
+# takes every element at once, as fast as by blocks there and a loop fewer to compile.
 UPDATE_BLOCK = 16384
 WHOLE_ELEMENTS = 2048
 CPU_UPDATE_BLOCK: int | None = None
@@ -332,7 +332,8 @@ def block_elements(bytes_per_element: int) -> int:
 
     On the CPU, a block's working set (about :data:`WORKING_SET` times those bytes:
     the columns copied in and written back, and the window's features, lag
-    products and the chunk's rows and bulk scores, about as large again) stays within a core's L2 cache (:func:`core_cache_bytes`), a multiple of 64
+    products and the chunk's rows and bulk scores, about as large again) stays
+    within a core's L2 cache (:func:`core_cache_bytes`), a multiple of 64
     elements, at least :data:`MIN_BLOCK`; :data:`CPU_UPDATE_BLOCK` overrides it.
     Elsewhere :data:`UPDATE_BLOCK`."""
     if jax.default_backend() != "cpu":
@@ -419,7 +420,7 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     # the reference quantiles are read, never updated: written back, XLA copied the
     # whole stack's `knots` at every block (a cost in proportion to all the elements)
     written = [f for f in per_element if f != "knots"]
-    slot = (own_count(state, chain) // settings.chunk_size) % settings.ring
+    slot = (_own_count(state, chain) // settings.chunk_size) % settings.ring
     window = window_rows(d)
     hist = settings.buckets
 
@@ -483,7 +484,7 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     return _fold_prefix(full, settings, chain)
 
 
-def own_count(state: StreamState, chain: Any) -> jax.Array:
+def _own_count(state: StreamState, chain: Any) -> jax.Array:
     """The draws of ``state``'s chain (``chain``: of a stack's)."""
     if chain is None:
         return state.count
