@@ -420,7 +420,6 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     # the reference quantiles are read, never updated: written back, XLA copied the
     # whole stack's `knots` at every block (a cost in proportion to all the elements)
     written = [f for f in per_element if f != "knots"]
-    slot = (_own_count(state, chain) // settings.chunk_size) % settings.ring
     window = window_rows(d)
     hist = settings.buckets
 
@@ -445,6 +444,7 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
             **{f: jax.tree.map(index, getattr(state, f)) for f in sorted(SHARED_FIELDS)}
         )
     rows = x if chain is None else jax.lax.dynamic_index_in_dim(x, chain, keepdims=False)
+    slot = (own.count // settings.chunk_size) % settings.ring  # the chunk's, in the ring
 
     def block(i: Any, full: StreamState) -> StreamState:
         # block i: columns i e .. i e + e - 1; the last ends at column d, overlapping
@@ -482,13 +482,6 @@ def _by_blocks(settings: StreamSettings, state: StreamState, x: jax.Array, count
     full = state if into is None else into
     full = jax.lax.fori_loop(0, -(-d // e), block, full)
     return _fold_prefix(full, settings, chain)
-
-
-def _own_count(state: StreamState, chain: Any) -> jax.Array:
-    """The draws of ``state``'s chain (``chain``: of a stack's)."""
-    if chain is None:
-        return state.count
-    return jax.lax.dynamic_index_in_dim(state.count, chain, keepdims=False)
 
 
 def _update_rows(settings: StreamSettings, state: StreamState, x: jax.Array, count: jax.Array,
