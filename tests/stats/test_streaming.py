@@ -590,6 +590,42 @@ def test_the_grid_is_finer_where_the_summary_reads_quantiles():
     assert inside.mean() == 1.0, np.argwhere(~inside)[:5]
 
 
+def test_bucket_edges_interpolate_the_knots_with_and_without_ties():
+    """An edge is the draw value whose proxy is the edge's score: NumPy's linear
+    interpolation between the knots at their normal scores, the outer segments
+    extended (every element untied); with a tied pilot (a point mass) the
+    proxy's own inverse. Either way the edges never decrease."""
+    settings = streaming_state.StreamSettings(1000, 100, probs=(0.03, 0.5, 0.97))
+    at, position = streaming_state.grid(settings.probs, settings.buckets)
+    w = np.interp(np.arange(settings.buckets + 1), position, at)
+    z = streaming_state._unscore_host(w)  # the edges' proxy values
+    scores = np.asarray(streaming_state.SCORES)
+    rng = np.random.default_rng(12)
+    pilot = rng.standard_t(4, size=(400, 6)) * np.exp(rng.normal(size=6)) + 50 * rng.normal(size=6)
+    knots = streaming_state.reference(jnp.asarray(pilot, jnp.float32))
+    got = np.asarray(streaming_state.bucket_edges(knots, settings))  # (6, G + 1)
+    k = np.asarray(knots, np.float64)
+    inner = np.isfinite(z)
+    for d in range(6):
+        want = np.interp(z[inner], scores, k[:, d])
+        zi = z[inner]
+        first = (k[1, d] - k[0, d]) / (scores[1] - scores[0])  # the outer slopes, extended
+        last = (k[-1, d] - k[-2, d]) / (scores[-1] - scores[-2])
+        lo, hi = zi < scores[0], zi > scores[-1]
+        want[lo] = k[0, d] + (zi[lo] - scores[0]) * first
+        want[hi] = k[-1, d] + (zi[hi] - scores[-1]) * last
+        np.testing.assert_allclose(got[d, inner], want, rtol=1e-5, atol=1e-5 * np.ptp(k[:, d]))
+        assert np.all(np.diff(got[d]) >= 0)
+    np.testing.assert_array_equal(got[:, ~inner], np.broadcast_to(z[~inner], (6, (~inner).sum())))
+    # a point mass in one element's pilot: the whole block takes the proxy's inverse
+    pilot[:300, 2] = 1.5
+    knots = streaming_state.reference(jnp.asarray(pilot, jnp.float32))
+    got = np.asarray(streaming_state.bucket_edges(knots, settings))
+    want = np.asarray(streaming_state.inverse(jnp.asarray(z[inner], jnp.float32), knots))
+    np.testing.assert_allclose(got[:, inner], np.maximum.accumulate(want, axis=1), rtol=1e-6)
+    assert np.all(np.diff(got, axis=1) >= 0)
+
+
 def _feed(s, rows_by_chain: list[np.ndarray], pilot: np.ndarray, chunk: int):
     states = []
     for rows in rows_by_chain:

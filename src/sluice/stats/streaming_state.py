@@ -188,15 +188,20 @@ def _slopes(knots: jax.Array) -> jax.Array:
     """
     width = knots[1:] - knots[:-1]  # (8, D)
     rise = jnp.asarray(np.diff(SCORES), knots.dtype)[:, None]
-    # knots interpolated between equal draws differ by rounding (a few ulps): tied
-    ulps = 4 * jnp.finfo(knots.dtype).eps * jnp.maximum(jnp.abs(knots[1:]), jnp.abs(knots[:-1]))
-    wide = width > ulps
+    wide = _wide(knots)
     slopes = jnp.where(wide, rise / jnp.where(wide, width, 1.0), 0.0)
     some = jnp.any(wide, axis=0)
     nearest = jnp.stack([jnp.argmax(wide, axis=0), len(wide) - 1 - jnp.argmax(wide[::-1], axis=0)])
     first, last = jnp.take_along_axis(slopes, nearest, 0)
     one = jnp.ones_like(first)
     return slopes.at[0].set(jnp.where(some, first, one)).at[-1].set(jnp.where(some, last, one))
+
+
+def _wide(knots: jax.Array) -> jax.Array:
+    """``(8, D)`` whether each segment between ``knots`` ``(9, D)`` has width (knots
+    interpolated between equal draws differ by rounding, a few ulps: tied)."""
+    ulps = 4 * jnp.finfo(knots.dtype).eps * jnp.maximum(jnp.abs(knots[1:]), jnp.abs(knots[:-1]))
+    return knots[1:] - knots[:-1] > ulps
 
 
 def hinges(knots: jax.Array) -> Hinges:
@@ -271,6 +276,15 @@ def unscore(s: jax.Array) -> jax.Array:
     return inner + jnp.where(room > 0, e / jnp.where(room > 0, room, 1.0), jnp.sign(e) * jnp.inf)
 
 
+def _unscore_host(s: np.ndarray) -> np.ndarray:
+    """:func:`unscore` of host values, in NumPy (float64)."""
+    inner = np.clip(s, SCORES[0], SCORES[-1])
+    e = s - inner
+    room = 1.0 - np.abs(e) * (1.0 / ROLL)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return inner + np.where(room > 0, e / np.where(room > 0, room, 1.0), np.sign(e) * np.inf)
+
+
 @functools.lru_cache(maxsize=64)
 def grid(probs: tuple[float, ...], buckets: int, focus: float = FOCUS,
          half: float = FOCUS_HALF) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
@@ -319,10 +333,37 @@ def bucket(s: jax.Array, settings: StreamSettings) -> jax.Array:
 
 def bucket_edges(knots: jax.Array, settings: StreamSettings) -> jax.Array:
     """``(D, buckets + 1)`` edges of the buckets in ``x`` units (the outer edges are
-    infinite: the readout uses the extremes there)."""
+    infinite: the readout uses the extremes there).
+
+    Where no two knots tie (the proxy passes through each knot at its normal score),
+    every element puts an edge's score in the same segment, known when the program is
+    traced: each edge is then the linear interpolation between two knots, a few
+    operations against :func:`inverse`'s search of every score's segment (several
+    times the cost where the readout compiles for a quick compile, and it reads
+    every element). A block of elements with a tie takes :func:`inverse`."""
     at, position = grid(settings.probs, settings.buckets)
-    w = jnp.asarray(np.interp(np.arange(settings.buckets + 1), position, at), knots.dtype)
-    z = unscore(w)
-    inner = inverse(jnp.clip(z, -1e30, 1e30), knots)
-    # non-decreasing whatever the rounding of the inverse: a bucket has no negative width
-    return cummax_rows(jnp.where(jnp.isinf(z), z, inner))
+    w = np.interp(np.arange(settings.buckets + 1), position, at)
+    z_host = _unscore_host(w)  # (G + 1,) the edges' proxy values, +-inf at the ends
+    z = jnp.asarray(np.clip(z_host, -1e30, 1e30), knots.dtype)
+    outer = jnp.asarray(z_host, knots.dtype)
+
+    def general(knots: jax.Array) -> jax.Array:
+        # non-decreasing whatever the rounding of the inverse: no bucket of negative width
+        return cummax_rows(jnp.where(np.isinf(z_host), outer, inverse(z, knots)))
+
+    def untied(knots: jax.Array) -> jax.Array:
+        # each edge's segment, between knots seg and seg + 1 (the outer two extended),
+        # and its edges kept between those knots: non-decreasing as the knots are
+        scores = np.asarray(SCORES)
+        seg = np.clip(np.searchsorted(scores[1:-1], z_host, "right"), 0, len(scores) - 2)
+        rise = jnp.asarray(np.diff(scores), knots.dtype)[:, None]
+        per_score = (knots[1:] - knots[:-1]) / rise  # (8, D): x per unit of score
+        offset = z[:, None] - jnp.asarray(scores[seg], knots.dtype)[:, None]
+        lo, hi = knots[seg], knots[seg + 1]  # (G + 1, D)
+        x = lo + offset * per_score[seg]
+        first, last = (seg == 0)[:, None], (seg == len(scores) - 2)[:, None]
+        x = jnp.where(first, x, jnp.maximum(x, lo))
+        x = jnp.where(last, x, jnp.minimum(x, hi))
+        return jnp.where(np.isinf(z_host)[:, None], outer[:, None], x).T
+
+    return jax.lax.cond(jnp.all(_wide(knots)), untied, general, knots)
