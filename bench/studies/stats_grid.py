@@ -59,7 +59,7 @@ def _errors(draws: np.ndarray, pilot: np.ndarray, edges_in_score: np.ndarray,
     counts = np.zeros((d, g), np.int32)
     np.add.at(counts, (np.broadcast_to(np.arange(d), b.shape), b), 1)
     z = streaming_state.unscore(jnp.asarray(edges_in_score, jnp.float32))
-    inner = streaming_state.inverse(jnp.broadcast_to(jnp.clip(z, -1e30, 1e30), (d, g + 1)), knots)
+    inner = streaming_state.inverse(jnp.clip(z, -1e30, 1e30), knots)  # (D, G + 1)
     edges = jnp.where(jnp.isinf(z), z, inner)
     edges = edges.at[:, 0].set(jnp.minimum(edges[:, 1], flat.min(0)))
     edges = edges.at[:, -1].set(jnp.maximum(edges[:, -2], flat.max(0)))
