@@ -158,25 +158,26 @@ def test_stopped_marker_refuses_a_wrong_count(store, stopped):
 
 
 def test_the_summary_read_at_the_last_chunk_is_the_runs(monkeypatch):
-    """``until`` reads the summary at every chunk; the reading at the last one is the
-    run's summary (no second merge and finalize), and it covers every draw."""
+    """``until`` reads the convergence diagnostics alone at every chunk, and the whole
+    summary once where the run stops: that reading is the run's summary (no second
+    merge and finalize), and it covers every draw."""
     from sluice.runtime import statistics as run_statistics
 
     calls = []
     real = run_statistics.summarize
 
-    def counted(*args):
-        calls.append(1)
-        return real(*args)
+    def counted(*args, diagnostics=False):
+        calls.append(diagnostics)
+        return real(*args, diagnostics=diagnostics)
 
     monkeypatch.setattr(run_statistics, "summarize", counted)
     never = sluice.converged(ess_bulk=10**9)  # read at every chunk, never met
     run = sluice.sample(model(), until=never, progress=False, **SETTINGS)
     assert run.info.draws == SETTINGS["draws"]
-    read = len(calls)
-    assert read == SETTINGS["draws"] // SETTINGS["chunk_size"]
+    chunks = SETTINGS["draws"] // SETTINGS["chunk_size"]
+    assert calls == [True] * chunks + [False]
     table = run.summary(round_to="none")
-    assert len(calls) == read
+    assert len(calls) == chunks + 1
     x = run.draws["x"].reshape(-1, 3)
     np.testing.assert_allclose(table["mean"].to_numpy(), x.mean(axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(table["sd"].to_numpy(), x.std(axis=0, ddof=1), rtol=1e-4)
@@ -215,9 +216,9 @@ def test_readings_compiled_for_speed_stop_where_quick_ones_do(monkeypatch, stopp
     seen = []
     real = run_statistics.summarize
 
-    def spy(statistic, states, repeated=False):
+    def spy(statistic, states, repeated=False, diagnostics=False):
         seen.append(repeated)
-        return real(statistic, states, repeated)
+        return real(statistic, states, repeated, diagnostics)
 
     monkeypatch.setattr(run_statistics, "summarize", spy)
     run = sluice.sample(model(), until=TARGET, progress=False, **SETTINGS)

@@ -626,6 +626,27 @@ def test_bucket_edges_interpolate_the_knots_with_and_without_ties():
     assert np.all(np.diff(got, axis=1) >= 0)
 
 
+def test_the_diagnostics_alone_are_the_finalizes():
+    """What ``until`` reads at every chunk (``Blocks.diagnostics``: no histogram read)
+    equals ``finalize``'s values, key for key, on merged chains; only the quantiles
+    and the HDI are left out."""
+    s = streaming.summary(300, chunk_size=100)
+    x = ar1(5, 3, 300, 0.6, dim=40).astype(np.float32)
+    pilot = jnp.asarray(x[:, :32].reshape(-1, 40))
+    states = []
+    for chain in x:
+        state = s.init(pilot)
+        for start in range(0, 300, 100):
+            state = s.update_block(state, jnp.asarray(chain[start : start + 100]), 100)
+        states.append(state)
+    merged = s.merge(s.merge(states[0], states[1]), states[2])
+    full = jax.jit(s.blocks.finalize)(merged)
+    alone = jax.jit(s.blocks.diagnostics)(merged)
+    assert set(full) - set(alone) == {"quantiles", "hdi"}
+    for key, value in alone.items():
+        np.testing.assert_allclose(value, full[key], rtol=1e-6, err_msg=key)
+
+
 def _feed(s, rows_by_chain: list[np.ndarray], pilot: np.ndarray, chunk: int):
     states = []
     for rows in rows_by_chain:

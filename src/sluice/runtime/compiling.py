@@ -218,7 +218,9 @@ class Compiler:
 
         def then() -> None:  # the merge and finalize
             repeated = p.repeated_readout
-            readout = run_statistics.lowered(p.statistics, states, repeated=repeated)
+            readout = run_statistics.lowered(
+                p.statistics, states, repeated=repeated, diagnostics=p.config.until is not None
+            )
             starting.join()
             run_statistics.fill(readout, repeated)
 

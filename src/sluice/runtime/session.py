@@ -320,8 +320,8 @@ class Session:
                     self.sink.write(start - warmup, _trim(host, stop - start))
                 self.iteration = stop
                 self._save(carry, stop)
-                if readouts is None:
-                    self.worst = self._convergence()
+                if readouts is None:  # `until`: its diagnostics alone
+                    self.worst = self._convergence(full=False)
                 elif watch and readouts.due(stop >= end, self._readable()):
                     self.compiler.await_statistics()  # (the last chunk's reading waits)
                     self.worst = readouts.read(self._convergence)
@@ -339,12 +339,14 @@ class Session:
             else:  # one chunk at a time: the statistics decide before the next is drawn
                 until = c.until
                 if until is not None and self.iteration > warmup:  # resumed: decide now
-                    self.worst = self._convergence()
+                    self.worst = self._convergence(full=False)
                 while self.iteration < end and not (
                     until is not None and self.worst and until.met(self.worst)
                 ):
                     finish(self.iteration, dispatch(self.iteration))
                 self._stop_early(end)
+                if self.iteration > warmup:  # the run's summary, with the programs compiled
+                    self._convergence()  # for its readings (kept: see _finish)
         jax.block_until_ready(self.carry)
         self._timed("sampling_seconds", t0, c0)
         return self._finish()
@@ -370,18 +372,23 @@ class Session:
         )
         return run_statistics.compiled(self.plan.statistics[name], one, self.plan.repeated_readout)
 
-    def _convergence(self) -> dict[str, float]:
+    def _convergence(self, full: bool = True) -> dict[str, float]:
         """The worst value of each ``until`` target over all elements, from the default
         statistics merged over every chain (the same on every process: process 0's
-        decision is the one every process takes)."""
+        decision is the one every process takes). ``full``: from the whole summary, kept
+        as the run's while no chunk comes after; else from the convergence diagnostics
+        alone (``until``'s readings: the quantiles and HDI are most of a reading's cost)."""
         p, t = self.plan, self.topology
         name = p.summary_key
         states = self._all_real(t.local(self.carry.stats))
         per_chain = [
             jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
         ]
-        summary = run_statistics.summarize(p.statistics[name], per_chain, p.repeated_readout)
-        self.read_summary = (self.iteration, summary)
+        summary = run_statistics.summarize(
+            p.statistics[name], per_chain, p.repeated_readout, diagnostics=not full
+        )
+        if full:
+            self.read_summary = (self.iteration, summary)
         until = self.config.until
         worst = until.progress(summary) if until is not None else worst_values(summary)
         if t.multiprocess:

@@ -28,6 +28,7 @@ __all__ = [
     "compiled",
     "fill",
     "finalize",
+    "has_diagnostics",
     "lowered",
     "merge_chains",
     "start_example",
@@ -121,26 +122,42 @@ def _blocked(statistic: Statistic, state: Any) -> bool:
     return blocks is not None and blocks.size(state) > ELEMENT_BLOCK
 
 
-def summarize(statistic: Statistic, states: list[Any], repeated: bool = False) -> Any:
+def has_diagnostics(statistic: Statistic) -> bool:
+    """Whether ``statistic`` reads its convergence diagnostics alone
+    (:attr:`~sluice.stats.base.Blocks.diagnostics`)."""
+    return statistic.blocks is not None and statistic.blocks.diagnostics is not None
+
+
+def summarize(statistic: Statistic, states: list[Any], repeated: bool = False,
+              diagnostics: bool = False) -> Any:  # fmt: skip
     """``finalize`` of the chains' ``states`` merged (host arrays), a block of
     elements at a time where the statistic allows it and the states are large.
 
     ``repeated``: the run reads its statistics at every chunk (``until``), so their
     small merge and finalize programs compile for speed (:data:`REPEATED_OPTIONS`)
-    rather than for a quick compile (programs of their own in the cache)."""
+    rather than for a quick compile (programs of their own in the cache).
+    ``diagnostics``: only the convergence diagnostics, where the statistic reads them
+    alone (:func:`has_diagnostics`; else the whole ``finalize``)."""
     if not states:
         raise ValueError("summarize needs at least one chain's state")
-    if not _blocked(statistic, states[0]):
-        return finalize(statistic, merge_chains(statistic, states, repeated), repeated)
+    diagnostics = diagnostics and has_diagnostics(statistic)
     blocks = statistic.blocks
+    if not _blocked(statistic, states[0]):
+        merged = merge_chains(statistic, states, repeated)
+        if not diagnostics:
+            return finalize(statistic, merged, repeated)
+        values = _call("diagnostics", statistic, blocks.diagnostics, merged, repeated=repeated)
+        return jax.device_get(blocks.assemble(merged, values))
     d = blocks.size(states[0])
+    name, fn = ("diagnostics-block", blocks.diagnostics) if diagnostics else (
+        "finalize-block", blocks.finalize)  # fmt: skip
     parts: list[dict[str, Any]] = []
     for start in range(0, d, ELEMENT_BLOCK):
         stop = min(start + ELEMENT_BLOCK, d)
         block = [blocks.take(s, start, stop, ELEMENT_BLOCK) for s in states]
         merged = merge_chains(statistic, block, repeated)
         del block
-        values = _call("finalize-block", statistic, blocks.finalize, merged, repeated=repeated)
+        values = _call(name, statistic, fn, merged, repeated=repeated)
         del merged
         parts.append(jax.tree.map(lambda v, n=stop - start: np.asarray(v)[:n], values))
     flat = jax.tree.map(lambda *vs: np.concatenate(vs), *parts)
@@ -177,12 +194,15 @@ def lowered(
     states: Any,
     start: tuple | None = None,
     repeated: bool = False,
+    diagnostics: bool = False,
 ) -> list[programs.Pending]:
     """Trace and lower the statistics' ``merge`` and ``finalize`` for ``states``
     (``{name: state}`` with a leading slot axis), first, with ``start = (key, fn,
     args)``, the start program that makes them, for :func:`fill` to compile (with the
-    same ``repeated``, see :func:`summarize`). Programs another caller claimed, or
-    that fail to lower (the foreground call raises), are left out."""
+    same ``repeated``, see :func:`summarize`); with ``diagnostics``, also the
+    diagnostics alone of those that read them (the readings of ``until``), before
+    ``finalize``. Programs another caller claimed, or that fail to lower (the
+    foreground call raises), are left out."""
     pendings: list[programs.Pending] = []
 
     def shapes(key: tuple, fn: Callable, args: tuple) -> Any:
@@ -205,6 +225,9 @@ def lowered(
             blocked = _blocked(statistic, one)  # then the programs of one block of elements
             merge_key, finalize_key, one = _readout_programs(statistic, one, repeated)
             merged = shapes(merge_key, statistic.merge, (one, one))
+            if diagnostics and has_diagnostics(statistic):
+                name = "diagnostics-block" if blocked else "diagnostics"
+                shapes(_key(name, statistic, repeated), statistic.blocks.diagnostics, (merged,))
             finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
             shapes(finalize_key, finalize_fn, (merged,))
     return pendings

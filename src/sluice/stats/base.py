@@ -27,6 +27,9 @@ class Blocks(NamedTuple):
     take: Callable[[Any, int, int, int], Any]  # (state, start, stop, length): padded to length
     finalize: Callable[[Any], dict[str, Any]]  # a state's values, leading axis its elements
     assemble: Callable[[Any, dict[str, Any]], PyTree]  # (state, every element's values)
+    # finalize's convergence diagnostics alone (R-hat, ESS, MCSE; cheaper), as finalize's:
+    # what a run that stops when converged reads at every chunk
+    diagnostics: Callable[[Any], dict[str, Any]] | None = None
 
 
 class Statistic(NamedTuple):

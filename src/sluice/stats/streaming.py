@@ -637,6 +637,7 @@ def summary(
             functools.partial(streaming_readout.take, settings=settings),
             functools.partial(streaming_readout.finalize_flat, settings=settings),
             functools.partial(streaming_readout.assemble, settings=settings),
+            functools.partial(streaming_readout.diagnostics_flat, settings=settings),
         ),
         functools.partial(programs.eager, (*key, "update_chains"), chains),
     )

@@ -42,6 +42,7 @@ PyTree = Any
 __all__ = [
     "Closed",
     "assemble",
+    "diagnostics_flat",
     "finalize",
     "finalize_flat",
     "merge",
@@ -416,8 +417,10 @@ def _by_blocks(fn: Any, *arrays: jax.Array) -> Any:
     return jax.tree.map(lambda o: o.reshape(count * BLOCK, *o.shape[2:])[:d], out)
 
 
-def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, jax.Array]:
-    """Every per-element output of :func:`finalize`, flat: leading axis the elements."""
+def finalize_flat(state: StreamState, *, settings: StreamSettings,
+                  quantiles: bool = True) -> dict[str, jax.Array]:  # fmt: skip
+    """Every per-element output of :func:`finalize`, flat: leading axis the elements.
+    ``quantiles`` ``False``: all but the quantiles and the HDI (:func:`diagnostics_flat`)."""
     state = _close(state, settings)
     c = unpack(state)
     chains, draws, split, nmin, nmax, nbmin, bchains = (c.counts[i] for i in range(7))
@@ -474,6 +477,19 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     varvar = (m4 - evar * evar) / ess_sd
     mcse_sd = clean(jnp.sqrt(jnp.maximum(varvar, 0.0) / jnp.maximum(evar, 1e-30) / 4.0), 0.0)
 
+    out = {
+        "mean": mean, "sd": sd + poison, "min": state.xmin + poison,
+        "max": state.xmax + poison,
+        "r_hat": jnp.maximum(r_bulk, r_folded), "r_hat_bulk": r_bulk, "r_hat_folded": r_folded,
+        "r_hat_split": jnp.where(several, clean(rhat[SY]), jnp.nan),
+        "ess_bulk": ess_bulk, "ess_tail": ess_tail, "ess_mean": ess_mean, "ess_sd": ess_sd,
+        "mcse_mean": mcse_mean, "mcse_sd": mcse_sd,
+        "ess_bulk_resolution": res[1], "ess_tail_resolution": jnp.maximum(res[2], res[3]),
+        "ess_mean_resolution": res[0],
+    }  # fmt: skip
+    if not quantiles:
+        return out
+
     # quantiles and HDI from the pooled histogram (outer edges: the extremes)
     edges = bucket_edges(knots, settings)
     edges = edges.at[:, 0].set(jnp.minimum(edges[:, 1], state.xmin))
@@ -495,16 +511,15 @@ def finalize_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, 
     fill = lambda v: jnp.where(  # noqa: E731
         bad[:, None], jnp.nan, jnp.where(constant[:, None], mean[:, None], v + poison)
     )
-    return {
-        "mean": mean, "sd": sd + poison, "min": state.xmin + poison,
-        "max": state.xmax + poison, "quantiles": fill(q), "hdi": fill(hdi),
-        "r_hat": jnp.maximum(r_bulk, r_folded), "r_hat_bulk": r_bulk, "r_hat_folded": r_folded,
-        "r_hat_split": jnp.where(several, clean(rhat[SY]), jnp.nan),
-        "ess_bulk": ess_bulk, "ess_tail": ess_tail, "ess_mean": ess_mean, "ess_sd": ess_sd,
-        "mcse_mean": mcse_mean, "mcse_sd": mcse_sd,
-        "ess_bulk_resolution": res[1], "ess_tail_resolution": jnp.maximum(res[2], res[3]),
-        "ess_mean_resolution": res[0],
-    }  # fmt: skip
+    return {**out, "quantiles": fill(q), "hdi": fill(hdi)}
+
+
+def diagnostics_flat(state: StreamState, *, settings: StreamSettings) -> dict[str, jax.Array]:
+    """:func:`finalize_flat` without the quantiles and the HDI: the moments, R-hats, ESSs
+    and MCSEs, what a run that stops when converged reads at every chunk. Reading the
+    histogram (its bucket edges, then a search of every quantile and HDI candidate) is
+    most of the finalize's cost."""
+    return finalize_flat(state, settings=settings, quantiles=False)
 
 
 def assemble(
