@@ -524,6 +524,17 @@ def test_a_large_summary_is_merged_and_finalized_in_blocks_of_elements(monkeypat
     ref = _reference(x[:, :, sel])  # and both agree with ArviZ where exact
     np.testing.assert_allclose(blocked["mean"]["x"], ref["mean"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(blocked["r_hat_split"]["x"], ref["r_hat_split"], atol=1e-5)
+    # `until`'s readings, the convergence diagnostics alone: by blocks too, precompiled
+    run_statistics.fill(run_statistics.lowered({"summary": s}, None, starting, diagnostics=True))
+    compiled_before = set(programs.cached())
+    alone = run_statistics.summarize(s, states, diagnostics=True)
+    assert set(programs.cached()) == compiled_before, "diagnostics' blocks precompiled"
+    assert set(whole) - set(alone) == {"quantiles", "hdi"}
+    for key, value in alone.items():
+        np.testing.assert_allclose(
+            np.asarray(jax.tree.leaves(value)[0]), np.asarray(jax.tree.leaves(whole[key])[0]),
+            rtol=1e-6, atol=1e-7, err_msg=key,
+        )  # fmt: skip
 
 
 def test_an_update_out_of_order_poisons_the_result():
