@@ -70,7 +70,10 @@ class Compiler:
 
     @property
     def statistics_name(self) -> str:
-        return "update_statistics" if self.checkpointing else "update_statistics_donated"
+        """The statistics' update reuses their states' buffers: with checkpoints, the
+        session updates them only once the chunk before is checkpointed
+        (``Session._advance``)."""
+        return "update_statistics_donated"
 
     def split_statistics(self, carry: Any) -> tuple[Any, Any]:
         """``(stats, carry without them)`` when the statistics have a program of their own
