@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from tests.helpers import store_child as child
@@ -297,3 +298,30 @@ def test_dims_and_coords_reach_memory_and_store(tmp_path):
         for group in ("posterior", "log_likelihood", "observed_data"):
             assert idata[group]["school"].values.tolist() == ["Choate", "Deerfield"], group
         assert idata.observed_data["y"].dims == ("school",)
+
+
+def test_statistics_updated_inside_the_chunk_resume_exactly(tmp_path):
+    """Statistics without an update of their own (``update`` per draw, inside the chunk
+    program) are checkpointed with the chunk that updated them, whichever chunk samples
+    meanwhile: resumed after a crash they equal the uninterrupted run's."""
+    from sluice import stats
+
+    model = sluice.Model(lambda x: -0.5 * jnp.sum(x**2), jnp.zeros(3), name="three")
+    settings = dict(chains=4, warmup=20, draws=80, chunk_size=20, progress=False, seed=3,
+                    default_stats=False)  # fmt: skip
+    reference = sluice.sample(model, sink="memory", stats={"m": stats.mean()}, **settings)
+
+    class Crash(ZarrSink):
+        writes = 0
+
+        def write(self, start, chunk):
+            Crash.writes += 1
+            if Crash.writes == 3:
+                raise KeyboardInterrupt
+            super().write(start, chunk)
+
+    path = tmp_path / "run.zarr"
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(model, sink=Crash(path), stats={"m": stats.mean()}, **settings)
+    resumed = sluice.resume(path, model, stats={"m": stats.mean()}, progress=False)
+    np.testing.assert_array_equal(resumed.stats["m"]["x"], reference.stats["m"]["x"])

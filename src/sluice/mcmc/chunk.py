@@ -148,8 +148,7 @@ class ChunkProgram:
             "init": jax.jit(self._batch(self._init_one, num_unbatched_tail=2)),
             "advance": self._build_advance(),
             "advance_donated": self._build_advance(donate=True),
-            "update_statistics": self._build_update_statistics(),
-            "update_statistics_donated": self._build_update_statistics(donate=True),
+            "update_statistics_donated": self._build_update_statistics(),
             "window_end": self._build_window_end(),
             "window_end_donated": self._build_window_end(donate=True),
         }
@@ -409,10 +408,11 @@ class ChunkProgram:
 
         return batched
 
-    def _build_update_statistics(self, donate: bool = False) -> Callable:
+    def _build_update_statistics(self) -> Callable:
         """``(stats, draws, count) -> stats``: every chain's statistics updated with its
         first ``count`` rows of a chunk's ``draws`` (``{"posterior": ...}`` of
-        ``advance``'s outputs). ``donate``: the statistics' states are reused."""
+        ``advance``'s outputs), in place (the states' buffers are reused: with
+        checkpoints the session updates them once the chunk before is saved)."""
         update = chains_update(self.statistic)
 
         def batched(_consts, stats, draws, count):
@@ -423,7 +423,7 @@ class ChunkProgram:
         def update_statistics(stats, draws, count):  # named: bench/stats_scale.py times it
             return sharded((), stats, draws, count)
 
-        return jax.jit(update_statistics, donate_argnums=(0,) if donate else ())
+        return jax.jit(update_statistics, donate_argnums=(0,))
 
     def _build_window_end(self, donate: bool = False) -> Callable:
         """``(consts, kernel states, adaptation states, chain_ids, t, num_warmup, schedule,

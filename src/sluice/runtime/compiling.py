@@ -72,7 +72,7 @@ class Compiler:
     def statistics_name(self) -> str:
         """The statistics' update reuses their states' buffers: with checkpoints, the
         session updates them only once the chunk before is checkpointed
-        (``Session._advance``)."""
+        (``Session._settle``)."""
         return "update_statistics_donated"
 
     def split_statistics(self, carry: Any) -> tuple[Any, Any]:

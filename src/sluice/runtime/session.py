@@ -104,7 +104,10 @@ class Session:
         # the default summary as the last reading computed it, and the iteration read:
         # the run's summary when no chunk came after (a second merge and finalize saved)
         self.read_summary: tuple[int, Any] | None = None
-        # sampling chunks whose statistics' update waits: (start, draws, count), in order
+        # with checkpoints, statistics updated by their own program (not inside the
+        # chunk's) wait for the chunk before to be saved (_settle): the sampling chunks
+        # whose update waits, (start, draws, count), in order
+        self._updates_wait = self.checkpointing and plan.program.separate_statistics
         self._updates: list[tuple[int, Any, int]] = []
         slots = self.topology.local_slots
         self.chain_ids = self.topology.put_local(np.arange(slots.start, slots.stop, dtype=np.int32))
@@ -221,32 +224,33 @@ class Session:
         if start >= self.config.warmup:
             count = min(start + self.config.chunk_size, stop) - start
             draws = {"posterior": outputs["posterior"]}  # (a kept chunk holds more)
-            self._updates.append((start, draws, count))
-            if not self.checkpointing:
-                stats = self._update_statistics(stats)
+            if self._updates_wait:  # once the chunk before is checkpointed (_settle)
+                self._updates.append((start, draws, count))
+            else:
+                stats = self._update_statistics(stats, draws, count)
         return carry._replace(stats=stats), counters, outputs if self.plan.program.record else None
 
-    def _update_statistics(self, stats: Any, through: int | None = None) -> Any:
-        """``stats`` updated, in place, with the chunks whose update is pending (those
-        that start at most at ``through``), in order.
-
-        With checkpoints a chunk's update waits until the chunk before it is
-        checkpointed (``_save`` reads those states while the next chunk samples): the
-        states are then updated in place, and a run holds one copy of them rather than
-        the checkpointed one and the next chunk's."""
+    def _update_statistics(self, stats: Any, draws: Any, count: int) -> Any:
+        """``stats`` updated with a chunk's first ``count`` ``draws``, in place."""
         compiler = self.compiler
+        args = compiler.statistics_args(stats, draws, count)
+        return compiler.executable(compiler.statistics_name, args)(*args)
+
+    def _settle(self, carry: Any, through: int | None = None) -> Any:
+        """With checkpoints: the session's statistics updated, in order, with the pending
+        chunks that start at most at ``through`` (every one: ``None``), and ``carry``
+        given them.
+
+        A chunk's update waits until the chunk before it is checkpointed (``_save``
+        reads those states while the next chunk samples): the states are then updated
+        in place, and a run holds one copy of them rather than the checkpointed one
+        and the next chunk's."""
+        if not self._updates_wait:
+            return carry
+        stats = self.carry.stats
         while self._updates and (through is None or self._updates[0][0] <= through):
             _, draws, count = self._updates.pop(0)
-            args = compiler.statistics_args(stats, draws, count)
-            stats = compiler.executable(compiler.statistics_name, args)(*args)
-        return stats
-
-    def _updated(self, carry: Any, through: int | None = None) -> Any:
-        """``carry`` with the statistics of the session's carry updated through the
-        chunk at ``through`` (every pending chunk: ``None``)."""
-        if not self._updates:
-            return carry._replace(stats=self.carry.stats)
-        stats = self._update_statistics(self.carry.stats, through)
+            stats = self._update_statistics(stats, draws, count)
         self.carry = self.carry._replace(stats=stats)
         return carry._replace(stats=stats)
 
@@ -338,7 +342,7 @@ class Session:
 
             def finish(start: int, result: tuple) -> None:
                 carry, counters, outputs = result
-                carry = self._updated(carry, through=start)  # this chunk's statistics
+                carry = self._settle(carry, through=start)  # this chunk's statistics
                 stop = min(start + chunk, end)
                 self.info.add_counters(
                     self._local_real(counters), self.topology.local_chains, stop - start
@@ -348,7 +352,7 @@ class Session:
                     self.sink.write(start - warmup, _trim(host, stop - start))
                 self.iteration = stop
                 self._save(carry, stop)
-                self._updated(carry)  # the next chunk's, in place once this one is saved
+                self._settle(carry)  # the next chunk's, in place once this one is saved
                 if readouts is None:  # `until`: its diagnostics alone
                     self.worst = self._convergence(full=False)
                 elif watch and readouts.due(stop >= end, self._readable()):
