@@ -6,7 +6,8 @@ chains, ``--warmup`` warmup iterations and ``--draws`` draws in chunks of
 from ``getrusage``): into a ``sluice.ZarrSink`` (a checkpoint after every chunk,
 the draws kept) and with ``sink=None``. A checkpointed chunk's statistics are
 saved while the next chunk samples, so the run must not hold the saved states and
-the next chunk's at once (docs/architecture.md, "The host loop").
+the next chunk's at once (docs/architecture.md, "The host loop"). Both runs read
+their summary (a store's run reads it to keep it in the store).
 
     PYTHONPATH=src python bench/studies/checkpoint_memory.py --dim 250000
 """
@@ -32,10 +33,11 @@ def one(sink: str, dim: int, warmup: int, draws: int, chunk: int) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=CHAINS,
+        run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=CHAINS,
                       warmup=warmup, draws=draws, chunk_size=chunk,
                       sink=sluice.ZarrSink(os.path.join(tmp, "run.zarr")) if sink == "zarr" else None,
                       kernel=sluice.hmc(num_integration_steps=8), progress=False, seed=1)  # fmt: skip
+        assert run.stats  # the summary: a store's run reads it before it returns, to keep it
         wall = time.perf_counter() - t0
     return {"sink": sink, "dim": dim, "wall_s": wall, "peak_bytes": peak_rss_bytes()}
 

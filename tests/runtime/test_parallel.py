@@ -105,3 +105,45 @@ def test_move_local_takes_the_leaves_and_frees_their_device_arrays(devices, num_
     for a, b in zip(jax.tree.leaves(moved), jax.tree.leaves(tree), strict=True):
         assert isinstance(a, np.ndarray) and a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
+
+
+def test_views_read_each_shard_in_place_and_a_checkpoint_writes_them_as_the_whole(
+    devices, tmp_path
+):
+    """A checkpoint reads the states through views of their shards (no host copy of a
+    large model's statistics beside the device's, Topology.views); the file it writes
+    holds the same bytes as one written from whole arrays."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from sluice.io.checkpoint import read_record, write_record
+
+    topo = Topology.build(6, devices)  # 8 slots, 2 per device
+    tree = {
+        "x": np.arange(8 * 3, dtype=np.float32).reshape(8, 3),
+        "h": (np.arange(8 * 4) % 5).astype(np.uint16).reshape(8, 2, 2),
+    }
+    placed = topo.put(tree)
+    placed["r"] = jax.device_put(np.arange(16, dtype=np.float32).reshape(8, 2),
+                                 NamedSharding(topo.mesh, PartitionSpec()))  # fmt: skip
+    tree["r"] = np.arange(16, dtype=np.float32).reshape(8, 2)
+    leaves = jax.tree.leaves(placed)
+    views = topo.views(placed)
+    for view, leaf, want in zip(views, leaves, jax.tree.leaves(tree), strict=True):
+        assert view.shape == want.shape and view.dtype == want.dtype
+        buffers = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert all(any(np.shares_memory(p, b) for b in buffers) for p in view.parts)
+        assert len(view.parts) == (1 if leaf is placed["r"] else 4)
+        np.testing.assert_array_equal(view.whole(), want)
+        for i in range(8):
+            np.testing.assert_array_equal(view.row(i), want[i])
+    with pytest.raises(IndexError):
+        views[0].row(8)
+    with open(tmp_path / "views", "wb") as f:
+        write_record(f, {"a": 1}, views)
+    with open(tmp_path / "arrays", "wb") as f:
+        write_record(f, {"a": 1}, jax.tree.leaves(tree))
+    assert (tmp_path / "views").read_bytes() == (tmp_path / "arrays").read_bytes()
+    meta, back = read_record(tmp_path / "views")
+    assert meta["a"] == 1
+    for a, b in zip(back, jax.tree.leaves(tree), strict=True):
+        np.testing.assert_array_equal(a, b)

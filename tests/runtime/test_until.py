@@ -1,6 +1,7 @@
 """``until=sluice.converged(...)``: stop at the first chunk boundary where every element
 meets every target; the draws kept are the prefix of the uninterrupted run."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -163,11 +164,15 @@ def test_the_summary_read_at_the_last_chunk_is_the_runs(monkeypatch):
     merge and finalize), and it covers every draw."""
     from sluice.runtime import statistics as run_statistics
 
-    calls = []
+    calls, copied = [], []
     real = run_statistics.summarize
 
     def counted(*args, diagnostics=False):
         calls.append(diagnostics)
+        # each reading takes views of the device's states, not a host copy beside them
+        buffers = [np.asarray(s.data) for a in jax.live_arrays() for s in a.addressable_shards]
+        copied.extend(x.shape for x in jax.tree.leaves(args[1])
+                      if x.ndim and not any(np.shares_memory(x, b) for b in buffers))  # fmt: skip
         return real(*args, diagnostics=diagnostics)
 
     monkeypatch.setattr(run_statistics, "summarize", counted)
@@ -176,6 +181,7 @@ def test_the_summary_read_at_the_last_chunk_is_the_runs(monkeypatch):
     assert run.info.draws == SETTINGS["draws"]
     chunks = SETTINGS["draws"] // SETTINGS["chunk_size"]
     assert calls == [True] * chunks + [False]
+    assert copied == []
     table = run.summary(round_to="none")
     assert len(calls) == chunks + 1
     x = run.draws["x"].reshape(-1, 3)

@@ -39,7 +39,9 @@ class Checkpoint:
     config: dict[str, Any]
     next_iteration: int
     stats_ready: bool
-    carry: list[np.ndarray]  # leaves of the chain carry, leading axis = chain slots
+    # leaves of the chain carry, leading axis = chain slots: arrays, or (written, not read)
+    # leaves given as their parts in row order (sluice.runtime.parallel.HostLeaf)
+    carry: list[Any]
     totals: dict[str, Any]  # running totals (gradients, divergences, seconds)
     sequence: int  # how many checkpoints the run wrote before this one
     sluice_version: str | None = __version__  # the sluice that wrote it (None: before 0.1.0)
@@ -71,11 +73,11 @@ class Checkpoint:
         )
 
 
-def write_record(file: Any, meta: dict[str, Any], leaves: list[np.ndarray]) -> None:
+def write_record(file: Any, meta: dict[str, Any], leaves: list[Any]) -> None:
     """Write ``meta`` (JSON, with the leaves' dtypes and shapes added) and ``leaves`` to
     an open binary file in the checked layout of a checkpoint; :func:`read_record`
     reads it back."""
-    meta = {**meta, "leaves": [[np.dtype(x.dtype).str, list(np.shape(x))] for x in leaves]}
+    meta = {**meta, "leaves": [[np.dtype(x.dtype).str, list(x.shape)] for x in leaves]}
     header = json.dumps(meta).encode()
     crc = 0
     file.write(_MAGIC)
@@ -83,9 +85,10 @@ def write_record(file: Any, meta: dict[str, Any], leaves: list[np.ndarray]) -> N
         file.write(part)
         crc = zlib.crc32(part, crc)
     for leaf in leaves:
-        view = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)  # no copy
-        file.write(view)
-        crc = zlib.crc32(view, crc)
+        for part in getattr(leaf, "parts", (leaf,)):  # a leaf given in parts: each in turn
+            view = np.ascontiguousarray(part).reshape(-1).view(np.uint8)  # no copy
+            file.write(view)
+            crc = zlib.crc32(view, crc)
     file.write(crc.to_bytes(4, "little") + _END)
 
 

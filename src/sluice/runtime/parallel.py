@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -19,9 +19,31 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from sluice._jax import cores
 
-__all__ = ["Topology"]
+__all__ = ["HostLeaf", "Topology"]
 
 BARRIER_TIMEOUT_SECONDS = 7 * 24 * 3600.0
+
+
+class HostLeaf(NamedTuple):
+    """This process's rows of a chain-sharded leaf as host views of its shards, in row
+    order: the leaf's bytes in C order without assembling them (:meth:`Topology.views`)."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    parts: tuple[np.ndarray, ...]
+
+    def row(self, i: int) -> np.ndarray:
+        """Row ``i`` (a view)."""
+        for part in self.parts:
+            if i < len(part):
+                return part[i]
+            i -= len(part)
+        raise IndexError(f"row {i} past the leaf's {self.shape[0]} rows")
+
+    def whole(self) -> np.ndarray:
+        """The rows as one array: a view where there is one part, else a copy (the
+        caller's alone: it goes when the caller drops it)."""
+        return self.parts[0] if len(self.parts) == 1 else np.concatenate(self.parts)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -127,8 +149,9 @@ class Topology:
 
     def local(self, tree: Any) -> Any:
         """This process's slots of a chain-sharded pytree, as NumPy (leading ``slots_per_process``)."""
-        if not self.multiprocess:
-            return jax.tree.map(np.asarray, jax.device_get(tree))
+        if not self.multiprocess:  # not device_get: JAX keeps the copy it makes (views)
+            leaves, treedef = jax.tree.flatten(tree)
+            return jax.tree.unflatten(treedef, [h.whole() for h in self.views(leaves)])
 
         def one(x: jax.Array) -> np.ndarray:
             out = np.empty((self.slots_per_process, *x.shape[1:]), x.dtype)
@@ -137,6 +160,46 @@ class Topology:
             return out
 
         return jax.tree.map(one, tree)
+
+    def views(self, tree: Any) -> list[HostLeaf]:
+        """Each leaf of a chain-sharded pytree as :class:`HostLeaf`: this process's slots,
+        read through views of its shards, no copy (a checkpoint writes them in turn).
+
+        On the CPU a shard is host memory and a view of it costs nothing, while
+        :meth:`local` of a leaf sharded over several devices assembles a copy, which JAX
+        also keeps with the device array as long as that lives: for a large model's
+        statistics, a second copy of the states for the whole of the next chunk."""
+        lo, hi = (self.local_slots.start, self.local_slots.stop) if self.multiprocess else (0, None)
+        return [self._views(x, lo, hi) for x in jax.tree.leaves(tree)]
+
+    def _views(self, x: Any, lo: int, hi: int | None) -> HostLeaf:
+        if not isinstance(x, jax.Array) or x.ndim == 0:
+            x = np.asarray(x)
+            return HostLeaf(x.dtype, x.shape, (x,))
+        hi = x.shape[0] if hi is None else hi
+        rows: dict[tuple[int, int], jax.Array] = {}
+        for shard in x.addressable_shards:
+            first, *rest = shard.index
+            if any(r != slice(None) and (r.start, r.stop) != (0, n)
+                   for r, n in zip(rest, x.shape[1:], strict=True)):  # fmt: skip
+                return self._copied(x)  # not split by rows alone
+            start, stop, _ = first.indices(x.shape[0])
+            rows.setdefault((start, stop), shard.data)
+        parts, at = [], lo
+        for (start, stop), data in sorted(rows.items()):
+            if stop <= at or start >= hi:
+                continue
+            if start > at:
+                return self._copied(x)  # a gap: not this process's rows in order
+            parts.append(np.asarray(data)[at - start : min(stop, hi) - start])
+            at = min(stop, hi)
+        if at != hi:
+            return self._copied(x)
+        return HostLeaf(np.dtype(x.dtype), (hi - lo, *x.shape[1:]), tuple(parts))
+
+    def _copied(self, x: jax.Array) -> HostLeaf:
+        (out,) = self.move_local([x])
+        return HostLeaf(out.dtype, out.shape, (out,))
 
     def _copy_shard(self, out: np.ndarray, index: tuple, data: jax.Array) -> None:
         """Copy one shard's ``data`` to its place ``index`` in ``out``, this process's

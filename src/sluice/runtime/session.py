@@ -189,7 +189,7 @@ class Session:
     def _save(self, carry: Any, iteration: int) -> None:
         if not self.checkpointing:
             return
-        local = [np.asarray(x) for x in jax.tree.leaves(self.topology.local(carry))]
+        local = self.topology.views(carry)  # no host copy of the states (Topology.views)
         parity = self.checkpoints_written % 2
         checkpoint = Checkpoint(
             config=self.plan.describe()["config"],
@@ -413,10 +413,7 @@ class Session:
         alone (``until``'s readings: the quantiles and HDI are most of a reading's cost)."""
         p, t = self.plan, self.topology
         name = p.summary_key
-        states = self._all_real(t.local(self.carry.stats))
-        per_chain = [
-            jax.tree.map(lambda x, i=i: x[i], states[name]) for i in range(self.config.chains)
-        ]
+        per_chain = self._chain_states(self.carry.stats[name])
         summary = run_statistics.summarize(
             p.statistics[name], per_chain, p.repeated_readout, diagnostics=not full
         )
@@ -429,6 +426,18 @@ class Session:
             values = t.broadcast_from_main(np.asarray([worst[k] for k in keys], np.float64))
             worst = dict(zip(keys, (float(v) for v in np.asarray(values)), strict=True))
         return worst
+
+    def _chain_states(self, tree: Any) -> list[Any]:
+        """Every real chain's part of a chain-sharded pytree, on every process: host views
+        of the device arrays in a single process (no copy of a large model's states beside
+        them, Topology.views), gathered across processes."""
+        t, chains = self.topology, self.config.chains
+        if t.multiprocess:
+            states = self._all_real(t.local(tree))
+            return [jax.tree.map(lambda x, i=i: x[i], states) for i in range(chains)]
+        leaves, treedef = jax.tree.flatten(tree)
+        views = t.views(leaves)
+        return [jax.tree.unflatten(treedef, [v.row(i) for v in views]) for i in range(chains)]
 
     def _stop_early(self, end: int) -> None:
         """Record where ``until`` stopped the run (the sink keeps that many draws)."""
