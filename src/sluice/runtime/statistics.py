@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jax
@@ -36,9 +36,10 @@ __all__ = [
     "summarize",
 ]
 
-# elements merged and finalized at once: for the default summary, 4 chains' states of a
-# block are ~0.4 GB and their merge and finalize a few times that
-ELEMENT_BLOCK = 65536
+# elements merged and finalized at once: for the default summary a chain's block is 25 MB
+# (merge_chains holds ~log2(chains) + 2 of them) and the finalize's temporaries a few
+# times that: a fraction of a 250,000-element model's states, which the run holds beside
+ELEMENT_BLOCK = 16384
 # Small merge and finalize programs compile for a quick compile (programs.FAST_COMPILE_OPTIONS):
 # a run reads its summary once or a few times. One that reads it at every chunk (`until`,
 # sluice.runtime.plan.Plan.repeated_readout) compiles them with XLA's classic emitters
@@ -96,19 +97,31 @@ def _call(program: str, statistic: Statistic, fn: Callable, *args: Any,
     return programs.call(_key(program, statistic, repeated), fn, *args, small=_small(repeated))
 
 
-def merge_chains(statistic: Statistic, states: list[Any], repeated: bool = False) -> Any:
-    """The chains' states merged by a pairwise tree of ``merge`` calls, one merge at a
-    time (each level's results replace its inputs as they come: a million-element
-    model's states are gigabytes). ``repeated``: see :func:`summarize`."""
-    states = list(states)
-    while len(states) > 1:
-        merged = []
-        while len(states) > 1:
-            a, b = states.pop(0), states.pop(0)
-            merged.append(_call("merge", statistic, statistic.merge, a, b, repeated=repeated))
-            del a, b
-        states = merged + states
-    return states[0]
+def merge_chains(statistic: Statistic, states: Iterable[Any], repeated: bool = False) -> Any:
+    """The chains' states merged by a pairwise tree of ``merge`` calls, taken from
+    ``states`` as the tree needs them (an iterator: made as they come). Two partial
+    results of one size are merged as soon as both exist, so at most one per level of
+    the tree is held, ~log2(chains) states beside the inputs, where merging a whole
+    level at once held half the chains' states again. ``repeated``: see
+    :func:`summarize`."""
+    stack: list[tuple[int, Any]] = []  # (how many chains, their merged state), sizes falling
+    for state in states:
+        size = 1
+        while stack and stack[-1][0] == size:
+            _, other = stack.pop()
+            state = _call("merge", statistic, statistic.merge, other, state, repeated=repeated)
+            del other
+            size *= 2
+        stack.append((size, state))
+        del state
+    if not stack:
+        raise ValueError("merge_chains needs at least one chain's state")
+    _, merged = stack.pop()
+    while stack:  # the smaller trees, last first: (a + b) + c keeps the chains' order
+        _, other = stack.pop()
+        merged = _call("merge", statistic, statistic.merge, other, merged, repeated=repeated)
+        del other
+    return merged
 
 
 def finalize(statistic: Statistic, state: Any, repeated: bool = False) -> Any:
@@ -149,14 +162,14 @@ def summarize(statistic: Statistic, states: list[Any], repeated: bool = False,
         values = _call("diagnostics", statistic, blocks.diagnostics, merged, repeated=repeated)
         return jax.device_get(blocks.assemble(merged, values))
     d = blocks.size(states[0])
+    repeated = True  # a program run for every block: compiled for speed (_readout_programs)
     name, fn = ("diagnostics-block", blocks.diagnostics) if diagnostics else (
         "finalize-block", blocks.finalize)  # fmt: skip
     parts: list[dict[str, Any]] = []
     for start in range(0, d, ELEMENT_BLOCK):
         stop = min(start + ELEMENT_BLOCK, d)
-        block = [blocks.take(s, start, stop, ELEMENT_BLOCK) for s in states]
+        block = (blocks.take(s, start, stop, ELEMENT_BLOCK) for s in states)  # as merged
         merged = merge_chains(statistic, block, repeated)
-        del block
         values = _call(name, statistic, fn, merged, repeated=repeated)
         del merged
         parts.append(jax.tree.map(lambda v, n=stop - start: np.asarray(v)[:n], values))
@@ -170,12 +183,14 @@ def _readout_programs(
     """``(merge_key, finalize_key, one)``: the keys of the merge and finalize programs
     that :func:`summarize` runs on states shaped like ``one``, and the shapes they take
     (a block of elements where the statistic is merged and finalized in blocks)."""
-    merge_key = _key("merge", statistic, repeated)
     if _blocked(statistic, one):
+        # run once per block: compiled for speed, as readings that repeat are
+        repeated = True
+        merge_key = _key("merge", statistic, repeated)
         n = ELEMENT_BLOCK
         one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
         return merge_key, _key("finalize-block", statistic, repeated), one
-    return merge_key, _key("finalize", statistic, repeated), one
+    return _key("merge", statistic, repeated), _key("finalize", statistic, repeated), one
 
 
 def compiled(statistic: Statistic, one: Any, repeated: bool = False) -> bool:
@@ -227,7 +242,8 @@ def lowered(
             merged = shapes(merge_key, statistic.merge, (one, one))
             if diagnostics and has_diagnostics(statistic):
                 name = "diagnostics-block" if blocked else "diagnostics"
-                shapes(_key(name, statistic, repeated), statistic.blocks.diagnostics, (merged,))
+                key = _key(name, statistic, repeated or blocked)  # as _readout_programs'
+                shapes(key, statistic.blocks.diagnostics, (merged,))
             finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
             shapes(finalize_key, finalize_fn, (merged,))
     return pendings
@@ -239,8 +255,9 @@ def fill(pendings: list[programs.Pending], repeated: bool = False) -> None:
     foreground call, which compiles again and raises."""
 
     def one(pending: programs.Pending) -> None:
+        again = repeated or pending.entry[0][-1] == "repeated"  # a block's (_readout_programs)
         with contextlib.suppress(Exception):
-            programs.fill(pending, fast_if_small=True, small=_small(repeated))
+            programs.fill(pending, fast_if_small=True, small=_small(again))
 
     def small(pending: programs.Pending) -> bool:
         return programs.compile_options(pending.args, pending.out_info) is not None
