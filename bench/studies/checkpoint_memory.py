@@ -39,7 +39,8 @@ def one(sink: str, dim: int, warmup: int, draws: int, chunk: int) -> dict:
                       kernel=sluice.hmc(num_integration_steps=8), progress=False, seed=1)  # fmt: skip
         assert run.stats  # the summary: a store's run reads it before it returns, to keep it
         wall = time.perf_counter() - t0
-    return {"sink": sink, "dim": dim, "wall_s": wall, "peak_bytes": peak_rss_bytes()}
+    return {"sink": sink, "dim": dim, "wall_s": wall, "warmup_s": run.info.warmup_seconds,
+            "sampling_s": run.info.sampling_seconds, "peak_bytes": peak_rss_bytes()}  # fmt: skip
 
 
 def main() -> None:
@@ -61,7 +62,8 @@ def main() -> None:
                                     str(args.warmup), "--draws", str(args.draws),
                                     "--chunk-size", str(args.chunk_size)])  # fmt: skip
         per = r["peak_bytes"] / (CHAINS * args.dim)
-        print(f"sink {sink:5s}  wall {r['wall_s']:6.1f} s  peak {r['peak_bytes'] / 2**30:5.2f} GiB"
+        print(f"sink {sink:5s}  wall {r['wall_s']:6.1f} s  (warmup {r['warmup_s']:5.1f} s, "
+              f"sampling {r['sampling_s']:5.1f} s)  peak {r['peak_bytes'] / 2**30:5.2f} GiB"
               f"  ({per:,.0f} B per element and chain)", flush=True)  # fmt: skip
 
 

@@ -325,3 +325,43 @@ def test_statistics_updated_inside_the_chunk_resume_exactly(tmp_path):
         sluice.sample(model, sink=Crash(path), stats={"m": stats.mean()}, **settings)
     resumed = sluice.resume(path, model, stats={"m": stats.mean()}, progress=False)
     np.testing.assert_array_equal(resumed.stats["m"]["x"], reference.stats["m"]["x"])
+
+
+def test_a_run_interrupted_in_its_warmup_checkpoints_no_statistics_and_resumes_exactly(
+    tmp_path, reference
+):
+    """Statistics with a program of their own (the default summary; the user's ``sums``
+    joins it) start from the warmup's last draws: a warmup checkpoint holds no states
+    of theirs (gigabytes of a large model's zeros before), and the resumed run equals
+    the uninterrupted one, statistics included."""
+    path = tmp_path / "run.zarr"
+    saved = []
+
+    class Crash(ZarrSink):
+        def save_checkpoint(self, checkpoint, process=0, parity=0):
+            saved.append((checkpoint.stats_ready, len(checkpoint.carry)))
+            if len(saved) == 3:  # in the warmup's 60 iterations, in chunks of 10
+                raise KeyboardInterrupt
+            super().save_checkpoint(checkpoint, process, parity)
+
+    with pytest.raises(KeyboardInterrupt):
+        sluice.sample(child.model(), sink=Crash(path), stats=child.STATS, progress=False,
+                      **child.SETTINGS)  # fmt: skip
+    assert [ready for ready, _ in saved] == [False] * 3
+    assert ZarrSink.open_existing(path).load_checkpoint().next_iteration == 20
+    warmup_leaves = {n for _, n in saved}
+    sampling = []
+
+    class Watch(ZarrSink):
+        def save_checkpoint(self, checkpoint, process=0, parity=0):
+            sampling.append((checkpoint.stats_ready, len(checkpoint.carry)))
+            super().save_checkpoint(checkpoint, process, parity)
+
+    run = sluice.sample(child.model(), sink=Watch(tmp_path / "whole.zarr"), stats=child.STATS,
+                        progress=False, **child.SETTINGS)  # fmt: skip
+    # the states join the carry when the warmup ends: its checkpoints have more leaves
+    assert {n for ready, n in sampling if not ready} == warmup_leaves
+    started = {n for ready, n in sampling if ready}
+    assert len(started) == 1 and started.pop() > warmup_leaves.pop()
+    assert run.info.draws == child.SETTINGS["draws"]
+    assert_same_run(path, reference)

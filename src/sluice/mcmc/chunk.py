@@ -169,7 +169,9 @@ class ChunkProgram:
         if p:  # the last p warmup draws fill it (the initial draw where warmup is shorter)
             first = self.flat_model.draws_fn(consts, position)
             pilot = jax.tree.map(lambda x: jnp.broadcast_to(x, (p, *x.shape)), first)
-        stats = self.statistic.init(pilot if p else example)
+        # statistics with a program of their own start after the warmup, from its last
+        # draws (the session's start program): no states to carry, or checkpoint, before
+        stats = None if self.separate_statistics else self.statistic.init(pilot if p else example)
         carry = ChainCarry(kstate, astate, params, stats, pilot)
         return carry, num_grads + 1  # and the initial point's gradient
 

@@ -83,6 +83,20 @@ class Compiler:
             return None, carry
         return carry.stats, carry._replace(stats=None)
 
+    def statistics_states(self) -> Any:
+        """The shapes of the states of statistics with a program of their own, placed as
+        the start program places them (the carry holds none before the warmup ends), or
+        ``None``."""
+        p, t = self.plan, self.plan.topology
+        if not (p.program.separate_statistics and p.statistics):
+            return None
+        if t.sharding is None:
+            return p.statistics_shapes
+        return jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding),
+            p.statistics_shapes,
+        )
+
     @staticmethod
     def statistics_args(stats: Any, draws: Any, count: int) -> tuple:
         return (stats, draws, np.int32(count))
@@ -160,9 +174,10 @@ class Compiler:
             carry = jax.tree.map(
                 lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding), carry
             )
-        stats, carry = self.split_statistics(carry)
+        _, carry = self.split_statistics(carry)
         # start and stop are Python ints, traced by value type only: any will do
         args = advance_args(carry, 0, p.config.warmup + p.config.draws)
+        stats = self.statistics_states()  # (the start program's, after the warmup)
         if stats is not None and p.config.draws > 0:  # the statistics' own program: later
             draws = p.program.draws_shapes(p.flat.consts, t.slots_per_process, t.sharding)
             self._statistics_args = self.statistics_args(stats, draws, 1)

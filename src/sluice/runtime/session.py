@@ -161,14 +161,17 @@ class Session:
         positions = jax.ShapeDtypeStruct((t.num_slots, self.plan.flat.dim), self.plan.flat.dtype)
         init = self.plan.program.jitted("init")
         template, _ = jax.eval_shape(init, *self._init_args(positions))
+        carry = checkpoint.carry
+        stats = self.compiler.statistics_states()  # started after the warmup (their program)
+        if stats is not None and checkpoint.stats_ready:
+            template = template._replace(stats=stats)
         leaves, treedef = jax.tree.flatten(template)
-        fits = len(leaves) == len(checkpoint.carry) and all(
+        if not (len(leaves) == len(carry) and all(
             tuple(a.shape[1:]) == tuple(b.shape[1:])
             and np.dtype(a.dtype) == b.dtype
             and b.shape[0] >= t.num_chains
-            for a, b in zip(leaves, checkpoint.carry, strict=True)
-        )
-        if not fits:
+            for a, b in zip(leaves, carry, strict=True)
+        )):  # fmt: skip
             raise ValueError(
                 f"the checkpoint in {self.sink.path} does not fit this run's state "
                 "(different statistics, kernel or model shapes, or the state of an older "
@@ -177,7 +180,7 @@ class Session:
         # Real chains keep their state; padded slots (whose output is dropped) copy chain 0.
         slots = np.arange(t.local_slots.start, t.local_slots.stop)
         rows = np.where(slots < t.num_chains, slots, 0)
-        local = [leaf[rows] for leaf in checkpoint.carry]
+        local = [leaf[rows] for leaf in carry]
         self.carry = t.put_local(jax.tree.unflatten(treedef, local))
         self.iteration = checkpoint.next_iteration
         self.stats_ready = checkpoint.stats_ready
