@@ -280,3 +280,27 @@ def test_a_checkpointed_run_holds_one_copy_of_the_statistics(tmp_path):
     assert run.info.draws == 80
     assert len(seen) >= 4 + 1 and seen[-4:] == [1, 1, 1, 1], seen  # the four sampling chunks'
     assert copied == []
+
+
+@pytest.mark.parametrize(("sink", "most"), [(None, 0), ("memory", 2)])
+def test_no_chunk_of_draws_outlives_its_use_while_the_run_samples(monkeypatch, sink, most):
+    """Draws nobody keeps go to the statistics' update and nowhere else, and kept ones
+    to the sink: the chunk being written and the next, dispatched beside it. No other
+    chunk, the warmup's last one included, stays alive through the sampling phase (a
+    million-element model's chunk of 50 draws is 0.75 GiB)."""
+    import sluice
+    from sluice.runtime import session
+
+    seen = []
+    real = session.Session._settle
+
+    def settle(self, carry, through=None):
+        seen.append(sum(a.shape == (4, 10, 7) for a in jax.live_arrays()))  # (chains, chunk, dim)
+        return real(self, carry, through)
+
+    monkeypatch.setattr(session.Session, "_settle", settle)
+    run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(7), chains=4, warmup=20,
+                        draws=30, chunk_size=10, sink=sink, default_stats=True, progress=False,
+                        seed=3)  # fmt: skip
+    assert run.info.draws == 30 and run.stats["summary"]["mean"]["x"].shape == (7,)
+    assert len(seen) == 2 * 3 and max(seen) == most, seen

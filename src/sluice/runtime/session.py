@@ -222,8 +222,9 @@ class Session:
         executable = compiler.executable(compiler.advance_name, args)
         compiler.precompile_statistics()
         carry, counters, outputs = executable(*args)
+        kept = outputs if self.plan.program.record else None  # (else no caller holds them)
         if stats is None:
-            return carry, counters, outputs
+            return carry, counters, kept
         if start >= self.config.warmup:
             count = min(start + self.config.chunk_size, stop) - start
             draws = {"posterior": outputs["posterior"]}  # (a kept chunk holds more)
@@ -231,7 +232,7 @@ class Session:
                 self._updates.append((start, draws, count))
             else:
                 stats = self._update_statistics(stats, draws, count)
-        return carry._replace(stats=stats), counters, outputs if self.plan.program.record else None
+        return carry._replace(stats=stats), counters, kept
 
     def _update_statistics(self, stats: Any, draws: Any, count: int) -> Any:
         """``stats`` updated with a chunk's first ``count`` ``draws``, in place."""
@@ -311,7 +312,7 @@ class Session:
                 start = self.iteration
                 while start < warmup:
                     stop = min(b for b in bounds if b > start)
-                    self.carry, counters, _ = self._advance(self.carry, start, stop)
+                    self.carry, counters = self._advance(self.carry, start, stop)[:2]  # (no draws)
                     grads = np.sum(self._local_real(counters.num_gradients), dtype=np.int64)
                     if stop - 1 in ends:
                         self.carry, more = self._window_end(self.carry, stop - 1)
