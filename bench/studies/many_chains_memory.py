@@ -7,6 +7,8 @@ Static HMC (8 leapfrog steps) on a ``--dim``-dimensional standard Gaussian,
 bytes per element per added chain between the smallest and largest chain count.
 
     PYTHONPATH=src python bench/studies/many_chains_memory.py --chains 256,1024
+
+``--summary`` reads the run's summary too: the peak then covers the chains' merge.
 """
 
 from __future__ import annotations
@@ -20,17 +22,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from harness import emit_result, peak_rss_bytes, run_isolated
 
 
-def one(chains: int, dim: int, metric: str, stats: bool, warmup: int, draws: int) -> dict:
+def one(chains: int, dim: int, metric: str, stats: bool, warmup: int, draws: int,
+        summary: bool) -> dict:  # fmt: skip
     import jax.numpy as jnp
 
     import sluice
 
     t0 = time.perf_counter()
-    sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=chains,
+    run = sluice.sample(lambda x: -0.5 * jnp.sum(x**2), init=jnp.zeros(dim), chains=chains,
                   warmup=warmup, draws=draws, sink=None, chain_method="vectorized",
                   kernel=sluice.hmc(num_integration_steps=8, mass_matrix=metric),
                   default_stats=stats, progress=False, seed=1)  # fmt: skip
-    return {"chains": chains, "dim": dim, "metric": metric, "stats": stats,
+    sampled = peak_rss_bytes()
+    if summary and stats:
+        assert run.stats  # the chains' states merged and finalized
+    return {"chains": chains, "sampled_peak_bytes": sampled, "dim": dim, "metric": metric, "stats": stats,
             "wall_s": time.perf_counter() - t0,
             "peak_bytes": peak_rss_bytes()}  # fmt: skip
 
@@ -43,11 +49,13 @@ def main() -> None:
     ap.add_argument("--stats", default="no,yes")
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--draws", type=int, default=100)
+    ap.add_argument("--summary", action="store_true",
+                    help="read the summary after the run (the peak then covers its merge)")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         c, m, s = args.one.split(",")
-        emit_result(one(int(c), args.dim, m, s == "yes", args.warmup, args.draws))
+        emit_result(one(int(c), args.dim, m, s == "yes", args.warmup, args.draws, args.summary))
         return
     counts = [int(c) for c in args.chains.split(",")]
     rows = {}
@@ -56,11 +64,13 @@ def main() -> None:
             for c in counts:
                 r = run_isolated(__file__, ["--one", f"{c},{metric},{stats}", "--dim",
                                             str(args.dim), "--warmup", str(args.warmup),
-                                            "--draws", str(args.draws)])  # fmt: skip
+                                            "--draws", str(args.draws),
+                                            *(["--summary"] if args.summary else [])])  # fmt: skip
                 rows[(metric, stats, c)] = r
                 print(
                     f"chains {c:5d}  metric {metric:5s}  statistics {stats:3s}  "
                     f"wall {r['wall_s']:6.1f} s  peak {r['peak_bytes'] / 1e9:6.2f} GB"
+                    f" (sampling {r['sampled_peak_bytes'] / 1e9:6.2f} GB)"
                 )
             lo, hi = rows[(metric, stats, counts[0])], rows[(metric, stats, counts[-1])]
             per = (hi["peak_bytes"] - lo["peak_bytes"]) / (counts[-1] - counts[0]) / args.dim
