@@ -37,22 +37,26 @@ def test_store_round_trip_and_lazy_inference_data(tmp_path, reference):
     assert run.summary().shape[0] == 3  # x[0], x[1], ez
 
 
-def _interrupt_at_fourth_write(path):
-    """Sample the child model into ``path`` and stop it at its fourth chunk write."""
+def _crash_at_write(n: int) -> type[ZarrSink]:
+    """A ``ZarrSink`` that stops its run (``KeyboardInterrupt``) at its ``n``-th chunk write."""
 
     class Crash(ZarrSink):
         writes = 0
 
         def write(self, start, chunk):
             Crash.writes += 1
-            if Crash.writes == 4:
+            if Crash.writes == n:
                 raise KeyboardInterrupt
             super().write(start, chunk)
 
+    return Crash
+
+
+def _interrupt_at_fourth_write(path):
+    """Sample the child model into ``path`` and stop it at its fourth chunk write."""
     with pytest.raises(KeyboardInterrupt):
-        sluice.sample(
-            child.model(), sink=Crash(path), stats=child.STATS, progress=False, **child.SETTINGS
-        )
+        sluice.sample(child.model(), sink=_crash_at_write(4)(path), stats=child.STATS,
+                      progress=False, **child.SETTINGS)  # fmt: skip
 
 
 def test_interrupted_run_resumes_exactly(tmp_path, reference):
@@ -311,18 +315,9 @@ def test_statistics_updated_inside_the_chunk_resume_exactly(tmp_path):
                     default_stats=False)  # fmt: skip
     reference = sluice.sample(model, sink="memory", stats={"m": stats.mean()}, **settings)
 
-    class Crash(ZarrSink):
-        writes = 0
-
-        def write(self, start, chunk):
-            Crash.writes += 1
-            if Crash.writes == 3:
-                raise KeyboardInterrupt
-            super().write(start, chunk)
-
     path = tmp_path / "run.zarr"
     with pytest.raises(KeyboardInterrupt):
-        sluice.sample(model, sink=Crash(path), stats={"m": stats.mean()}, **settings)
+        sluice.sample(model, sink=_crash_at_write(3)(path), stats={"m": stats.mean()}, **settings)
     resumed = sluice.resume(path, model, stats={"m": stats.mean()}, progress=False)
     np.testing.assert_array_equal(resumed.stats["m"]["x"], reference.stats["m"]["x"])
 
@@ -335,30 +330,30 @@ def test_a_run_interrupted_in_its_warmup_checkpoints_no_statistics_and_resumes_e
     of theirs (gigabytes of a large model's zeros before), and the resumed run equals
     the uninterrupted one, statistics included."""
     path = tmp_path / "run.zarr"
+
+    def recording(seen: list, crash_at: int | None = None) -> type[ZarrSink]:
+        """A sink that records each checkpoint's ``(stats_ready, leaves)``, and stops the
+        run at the ``crash_at``-th."""
+
+        class Recording(ZarrSink):
+            def save_checkpoint(self, checkpoint, process=0, parity=0):
+                seen.append((checkpoint.stats_ready, len(checkpoint.carry)))
+                if len(seen) == crash_at:
+                    raise KeyboardInterrupt
+                super().save_checkpoint(checkpoint, process, parity)
+
+        return Recording
+
     saved = []
-
-    class Crash(ZarrSink):
-        def save_checkpoint(self, checkpoint, process=0, parity=0):
-            saved.append((checkpoint.stats_ready, len(checkpoint.carry)))
-            if len(saved) == 3:  # in the warmup's 60 iterations, in chunks of 10
-                raise KeyboardInterrupt
-            super().save_checkpoint(checkpoint, process, parity)
-
-    with pytest.raises(KeyboardInterrupt):
-        sluice.sample(child.model(), sink=Crash(path), stats=child.STATS, progress=False,
-                      **child.SETTINGS)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):  # in the warmup's 60 iterations, in chunks of 10
+        sluice.sample(child.model(), sink=recording(saved, crash_at=3)(path), stats=child.STATS,
+                      progress=False, **child.SETTINGS)  # fmt: skip
     assert [ready for ready, _ in saved] == [False] * 3
     assert ZarrSink.open_existing(path).load_checkpoint().next_iteration == 20
     warmup_leaves = {n for _, n in saved}
     sampling = []
-
-    class Watch(ZarrSink):
-        def save_checkpoint(self, checkpoint, process=0, parity=0):
-            sampling.append((checkpoint.stats_ready, len(checkpoint.carry)))
-            super().save_checkpoint(checkpoint, process, parity)
-
-    run = sluice.sample(child.model(), sink=Watch(tmp_path / "whole.zarr"), stats=child.STATS,
-                        progress=False, **child.SETTINGS)  # fmt: skip
+    run = sluice.sample(child.model(), sink=recording(sampling)(tmp_path / "whole.zarr"),
+                        stats=child.STATS, progress=False, **child.SETTINGS)  # fmt: skip
     # the states join the carry when the warmup ends: its checkpoints have more leaves
     assert {n for ready, n in sampling if not ready} == warmup_leaves
     started = {n for ready, n in sampling if ready}

@@ -87,15 +87,10 @@ class Compiler:
         """The shapes of the states of statistics with a program of their own, placed as
         the start program places them (the carry holds none before the warmup ends), or
         ``None``."""
-        p, t = self.plan, self.plan.topology
+        p = self.plan
         if not (p.program.separate_statistics and p.statistics):
             return None
-        if t.sharding is None:
-            return p.statistics_shapes
-        return jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding),
-            p.statistics_shapes,
-        )
+        return _placed(p.statistics_shapes, p.topology.sharding)
 
     @staticmethod
     def statistics_args(stats: Any, draws: Any, count: int) -> tuple:
@@ -169,11 +164,7 @@ class Compiler:
         p, t = self.plan, self.plan.topology
         if not programs.background_enabled() or t.process_count > 1:
             return None
-        carry, _ = jax.eval_shape(p.program.jitted("init"), *init_args)
-        if t.sharding is not None:
-            carry = jax.tree.map(
-                lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=t.sharding), carry
-            )
+        carry, _ = _placed(jax.eval_shape(p.program.jitted("init"), *init_args), t.sharding)
         _, carry = self.split_statistics(carry)
         # start and stop are Python ints, traced by value type only: any will do
         args = advance_args(carry, 0, p.config.warmup + p.config.draws)
@@ -240,7 +231,7 @@ class Compiler:
                 p.statistics, states, repeated=repeated, diagnostics=p.config.until is not None
             )
             starting.join()
-            run_statistics.fill(readout, repeated)
+            run_statistics.fill(readout)
 
         thread = programs.in_background(then, "sluice-precompile")
         self._precompile_thread = self._statistics_thread = thread
@@ -276,3 +267,10 @@ class Compiler:
             held += 2 * p.config.chunk_size * (slots.stop - slots.start) * bytes_per_draw(p.layout)
         if held >= AWAIT_COMPILE_BYTES:
             self.join(thread)
+
+
+def _placed(shapes: Any, sharding: Any) -> Any:
+    """``shapes`` (``jax.ShapeDtypeStruct``) with ``sharding``, where there is one."""
+    if sharding is None:
+        return shapes
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes)

@@ -166,12 +166,13 @@ class Session:
         if stats is not None and checkpoint.stats_ready:
             template = template._replace(stats=stats)
         leaves, treedef = jax.tree.flatten(template)
-        if not (len(leaves) == len(carry) and all(
+        fits = len(leaves) == len(carry) and all(
             tuple(a.shape[1:]) == tuple(b.shape[1:])
             and np.dtype(a.dtype) == b.dtype
             and b.shape[0] >= t.num_chains
             for a, b in zip(leaves, carry, strict=True)
-        )):  # fmt: skip
+        )
+        if not fits:
             raise ValueError(
                 f"the checkpoint in {self.sink.path} does not fit this run's state "
                 "(different statistics, kernel or model shapes, or the state of an older "

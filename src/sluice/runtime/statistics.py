@@ -92,6 +92,13 @@ def _small(repeated: bool) -> dict[str, Any] | None:
     return dict(REPEATED_OPTIONS) if repeated else None
 
 
+def _for_speed(statistic: Statistic, one: Any, repeated: bool) -> bool:
+    """Whether the readout programs of states shaped like ``one`` compile for speed:
+    readings that repeat (``repeated``), and those of a block of elements, which run
+    once per block. The choice is in their keys (:func:`_key`)."""
+    return repeated or _blocked(statistic, one)
+
+
 def _call(program: str, statistic: Statistic, fn: Callable, *args: Any,
           repeated: bool = False) -> Any:  # fmt: skip
     return programs.call(_key(program, statistic, repeated), fn, *args, small=_small(repeated))
@@ -162,7 +169,7 @@ def summarize(statistic: Statistic, states: list[Any], repeated: bool = False,
         values = _call("diagnostics", statistic, blocks.diagnostics, merged, repeated=repeated)
         return jax.device_get(blocks.assemble(merged, values))
     d = blocks.size(states[0])
-    repeated = True  # a program run for every block: compiled for speed (_readout_programs)
+    repeated = _for_speed(statistic, states[0], repeated)
     name, fn = ("diagnostics-block", blocks.diagnostics) if diagnostics else (
         "finalize-block", blocks.finalize)  # fmt: skip
     parts: list[dict[str, Any]] = []
@@ -183,14 +190,13 @@ def _readout_programs(
     """``(merge_key, finalize_key, one)``: the keys of the merge and finalize programs
     that :func:`summarize` runs on states shaped like ``one``, and the shapes they take
     (a block of elements where the statistic is merged and finalized in blocks)."""
+    repeated = _for_speed(statistic, one, repeated)
+    merge_key = _key("merge", statistic, repeated)
     if _blocked(statistic, one):
-        # run once per block: compiled for speed, as readings that repeat are
-        repeated = True
-        merge_key = _key("merge", statistic, repeated)
         n = ELEMENT_BLOCK
         one = jax.eval_shape(lambda s: statistic.blocks.take(s, 0, n, n), one)
         return merge_key, _key("finalize-block", statistic, repeated), one
-    return _key("merge", statistic, repeated), _key("finalize", statistic, repeated), one
+    return merge_key, _key("finalize", statistic, repeated), one
 
 
 def compiled(statistic: Statistic, one: Any, repeated: bool = False) -> bool:
@@ -238,26 +244,27 @@ def lowered(
         with contextlib.suppress(Exception):  # one statistic's failure spares the others
             one = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), states[name])
             blocked = _blocked(statistic, one)  # then the programs of one block of elements
+            speed = _for_speed(statistic, one, repeated)
             merge_key, finalize_key, one = _readout_programs(statistic, one, repeated)
             merged = shapes(merge_key, statistic.merge, (one, one))
             if diagnostics and has_diagnostics(statistic):
                 name = "diagnostics-block" if blocked else "diagnostics"
-                key = _key(name, statistic, repeated or blocked)  # as _readout_programs'
-                shapes(key, statistic.blocks.diagnostics, (merged,))
+                shapes(_key(name, statistic, speed), statistic.blocks.diagnostics, (merged,))
             finalize_fn = statistic.blocks.finalize if blocked else statistic.finalize
             shapes(finalize_key, finalize_fn, (merged,))
     return pendings
 
 
-def fill(pendings: list[programs.Pending], repeated: bool = False) -> None:
-    """Compile :func:`lowered`'s programs, with the fast options where small, two at a
-    time when both are small (else their memory would stack); a failure is left for the
-    foreground call, which compiles again and raises."""
+def fill(pendings: list[programs.Pending]) -> None:
+    """Compile :func:`lowered`'s programs, where small with the fast options, or for speed
+    where their key says so (:func:`_for_speed`), two at a time when both are small (else
+    their memory would stack); a failure is left for the foreground call, which compiles
+    again and raises."""
 
     def one(pending: programs.Pending) -> None:
-        again = repeated or pending.entry[0][-1] == "repeated"  # a block's (_readout_programs)
+        speed = pending.entry[0][-1] == "repeated"  # (_key)
         with contextlib.suppress(Exception):
-            programs.fill(pending, fast_if_small=True, small=_small(again))
+            programs.fill(pending, fast_if_small=True, small=_small(speed))
 
     def small(pending: programs.Pending) -> bool:
         return programs.compile_options(pending.args, pending.out_info) is not None
